@@ -1,0 +1,60 @@
+#include "pjrt/buffer.h"
+
+#include "common/status_macros.h"
+#include "pjrt/c_api.h"
+#include "pjrt/client.h"
+#include "pjrt/event.h"
+
+namespace switchyard::pjrt {
+
+absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_Buffer* handle) {
+  const PJRT_Api* api = client->api();
+  // Owns `handle` from here on, so every early return frees it.
+  auto buffer = std::unique_ptr<Buffer>(new Buffer(client, handle));
+
+  Args<PJRT_Buffer_ElementType_Args> type;
+  type->buffer = handle;
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Buffer_ElementType, type.get()));
+  buffer->dtype_ = FromPjrtType(type->type);
+  Args<PJRT_Buffer_Dimensions_Args> dims;
+  dims->buffer = handle;
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Buffer_Dimensions, dims.get()));
+  buffer->dims_.assign(dims->dims, dims->dims + dims->num_dims);
+  Args<PJRT_Buffer_Device_Args> device;
+  device->buffer = handle;
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Buffer_Device, device.get()));
+  buffer->ordinal_ = client->OrdinalOf(device->device);
+  int64_t elements = 1;
+  for (int64_t dim : buffer->dims_) elements *= dim;
+  buffer->host_size_bytes_ = DenseByteSize(buffer->dtype_, elements);
+  return buffer;
+}
+
+Buffer::~Buffer() {
+  Args<PJRT_Buffer_Destroy_Args> args;
+  args->buffer = buffer_;
+  (void)SY_PJRT_CALL(client_->api(), Buffer_Destroy, args.get());
+}
+
+absl::Status Buffer::AwaitReady() const {
+  Args<PJRT_Buffer_ReadyEvent_Args> args;
+  args->buffer = buffer_;
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_ReadyEvent, args.get()));
+  return Event(client_->api(), args->event).Await();
+}
+
+absl::StatusOr<std::string> Buffer::ToHost() const {
+  // Surface a failed producer as its own error rather than as a copy failure.
+  SY_RETURN_IF_ERROR(AwaitReady());
+  std::string out(host_size_bytes_, '\0');
+  if (out.empty()) return out;
+  Args<PJRT_Buffer_ToHostBuffer_Args> args;
+  args->src = buffer_;
+  args->dst = out.data();
+  args->dst_size = out.size();
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_ToHostBuffer, args.get()));
+  SY_RETURN_IF_ERROR(Event(client_->api(), args->event).Await());
+  return out;
+}
+
+}  // namespace switchyard::pjrt

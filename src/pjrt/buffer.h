@@ -1,0 +1,53 @@
+#pragma once
+
+// A buffer on one device of a `Client`. Destroying it frees the device memory once
+// pending work on it is done.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pjrt/dtype.h"
+
+struct PJRT_Buffer;
+
+namespace switchyard::pjrt {
+
+class Client;
+
+class Buffer {
+ public:
+  // Takes ownership of `buffer`, which lives on `client`'s device `ordinal`.
+  static absl::StatusOr<std::unique_ptr<Buffer>> Wrap(const Client* client, PJRT_Buffer* buffer);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  DType dtype() const { return dtype_; }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int device_ordinal() const { return ordinal_; }
+  // Bytes of the dense host copy.
+  int64_t host_size_bytes() const { return host_size_bytes_; }
+
+  // Waits until the buffer's contents are computed; returns the error that
+  // produced it, if any (e.g. a failed launch).
+  absl::Status AwaitReady() const;
+  // Copies the contents to host, dense and major-to-minor; blocks until done.
+  absl::StatusOr<std::string> ToHost() const;
+
+  PJRT_Buffer* handle() const { return buffer_; }
+
+ private:
+  Buffer(const Client* client, PJRT_Buffer* buffer) : client_(client), buffer_(buffer) {}
+
+  const Client* client_;
+  PJRT_Buffer* buffer_;
+  DType dtype_ = DType::kInvalid;
+  std::vector<int64_t> dims_;
+  int ordinal_ = 0;
+  int64_t host_size_bytes_ = 0;
+};
+
+}  // namespace switchyard::pjrt

@@ -1,0 +1,30 @@
+#pragma once
+
+// A PJRT event: completion of an asynchronous transfer or launch.
+
+#include <memory>
+
+#include "absl/status/status.h"
+
+struct PJRT_Api;
+struct PJRT_Event;
+
+namespace switchyard::pjrt {
+
+class Event {
+ public:
+  // Takes ownership of `event` (may be nullptr: an event that is already done).
+  Event(const PJRT_Api* api, PJRT_Event* event) : api_(api), event_(event) {}
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  // Blocks until the event is ready; returns the error it carries, if any.
+  absl::Status Await();
+
+ private:
+  const PJRT_Api* api_;
+  PJRT_Event* event_;
+};
+
+}  // namespace switchyard::pjrt

@@ -1,0 +1,64 @@
+#pragma once
+
+// Loading a PJRT plugin (`dlopen` + `GetPjrtApi`) and reading what it says about
+// itself. A plugin is loaded once per process and never unloaded: plugins keep
+// static state for the life of the process.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+struct PJRT_Api;
+
+namespace switchyard::pjrt {
+
+class Client;
+
+struct PluginInfo {
+  std::string path;
+  int api_major = 0;
+  int api_minor = 0;
+  size_t api_struct_size = 0;
+  int64_t xla_version = 0;
+  std::string stablehlo_current_version;  // "1.20.0", empty if the plugin does not say
+  std::string stablehlo_minimum_version;
+  // Every plugin attribute, rendered as text, for diagnostics.
+  std::vector<std::pair<std::string, std::string>> attributes;
+};
+
+// A named option for `PJRT_Client_Create`. Types must match what the plugin expects.
+struct ClientOption {
+  std::string name;
+  std::variant<int64_t, std::string, bool, float, std::vector<int64_t>> value;
+};
+
+class Plugin {
+ public:
+  // Loads the plugin at `path`, or returns the one already loaded from it.
+  // NOT_FOUND: no such file. INVALID_ARGUMENT: not a shared library, or no
+  // `GetPjrtApi`. FAILED_PRECONDITION: a PJRT major version we do not speak, or
+  // the plugin's initialization failed.
+  static absl::StatusOr<Plugin*> Load(const std::string& path);
+
+  const PluginInfo& info() const { return info_; }
+  const PJRT_Api* api() const { return api_; }
+
+  // Creates a client (one per process is the norm). `options` e.g.
+  // {"cpu_device_count", int64_t{4}}.
+  absl::StatusOr<std::unique_ptr<Client>> CreateClient(
+      const std::vector<ClientOption>& options) const;
+
+ private:
+  Plugin(std::string path, const PJRT_Api* api) : api_(api) { info_.path = std::move(path); }
+  absl::Status ReadInfo();
+
+  const PJRT_Api* api_;
+  PluginInfo info_;
+};
+
+}  // namespace switchyard::pjrt

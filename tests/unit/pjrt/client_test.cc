@@ -1,0 +1,161 @@
+#include "pjrt/client.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "pjrt/buffer.h"
+#include "pjrt/executable.h"
+#include "testing/status_matchers.h"
+#include "unit/pjrt/test_plugin.h"
+#include "xla/compile_options.pb.h"
+
+namespace switchyard::pjrt {
+namespace {
+
+constexpr char kAddProgram[] = R"(
+module @add {
+  func.func public @main(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<f32>) {
+    %sum = stablehlo.add %a, %b : tensor<4xf32>
+    %zero = stablehlo.constant dense<0.0> : tensor<f32>
+    %total = stablehlo.reduce(%sum init: %zero) applies stablehlo.add across dimensions = [0]
+        : (tensor<4xf32>, tensor<f32>) -> tensor<f32>
+    return %sum, %total : tensor<4xf32>, tensor<f32>
+  }
+}
+)";
+
+constexpr char kDivideByZeroIsFine[] = R"(
+module @broken {
+  func.func public @main(%a: tensor<4xf32>) -> tensor<4xf32> {
+    %0 = stablehlo.undefined_op %a : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)";
+
+std::string SingleDeviceOptions() {
+  switchyard::xla::CompileOptionsProto options;
+  auto* build = options.mutable_executable_build_options();
+  build->set_device_ordinal(-1);
+  build->set_num_replicas(1);
+  build->set_num_partitions(1);
+  return options.SerializeAsString();
+}
+
+std::string Bytes(const std::vector<float>& values) {
+  return std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto plugin = Plugin::Load(TestPluginPath());
+    ASSERT_TRUE(plugin.ok()) << plugin.status();
+    auto client = (*plugin)->CreateClient({{"cpu_device_count", int64_t{3}}});
+    ASSERT_TRUE(client.ok()) << client.status();
+    client_ = std::move(client).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    client_ = nullptr;
+  }
+  static Client* client_;
+};
+Client* ClientTest::client_ = nullptr;
+
+TEST_F(ClientTest, ListsTheRequestedDevicesWithMemories) {
+  EXPECT_EQ(client_->platform_name(), "cpu");
+  ASSERT_EQ(client_->devices().size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const DeviceDesc& device = client_->devices()[i];
+    EXPECT_EQ(device.ordinal, i);
+    EXPECT_EQ(device.id, i);
+    EXPECT_FALSE(device.memories.empty());
+    EXPECT_EQ(device.default_memory_kind, "device");
+  }
+}
+
+TEST_F(ClientTest, BufferRoundTrip) {
+  std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, 8.0f};
+  SY_ASSERT_OK_AND_ASSIGN(auto buffer,
+                          client_->BufferFromHost(Bytes(values), DType::kF32, {2, 3}, 2));
+  EXPECT_EQ(buffer->dtype(), DType::kF32);
+  EXPECT_EQ(buffer->dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(buffer->device_ordinal(), 2);
+  EXPECT_EQ(buffer->host_size_bytes(), 24);
+  SY_ASSERT_OK_AND_ASSIGN(std::string back, buffer->ToHost());
+  EXPECT_EQ(Floats(back), values);
+}
+
+TEST_F(ClientTest, ZeroSizeAndScalarBuffers) {
+  SY_ASSERT_OK_AND_ASSIGN(auto empty, client_->BufferFromHost({}, DType::kF32, {0, 5}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(std::string empty_bytes, empty->ToHost());
+  EXPECT_TRUE(empty_bytes.empty());
+  std::string one(1, '\1');
+  SY_ASSERT_OK_AND_ASSIGN(auto scalar, client_->BufferFromHost(one, DType::kPred, {}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(std::string scalar_bytes, scalar->ToHost());
+  EXPECT_EQ(scalar_bytes, one);
+}
+
+TEST_F(ClientTest, BadBufferArgumentsAreInvalidArgument) {
+  EXPECT_EQ(client_->BufferFromHost("abc", DType::kF32, {4}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->BufferFromHost({}, DType::kF32, {0}, 7).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->BufferFromHost({}, DType::kInvalid, {0}, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, CompileExecuteSerializeDeserialize) {
+  SY_ASSERT_OK_AND_ASSIGN(auto executable,
+                          client_->Compile(kAddProgram, "mlir", SingleDeviceOptions()));
+  EXPECT_EQ(executable->device_ordinals(), std::vector<int>{0});
+  ASSERT_EQ(executable->outputs().size(), 2u);
+  EXPECT_EQ(executable->outputs()[0].dtype, DType::kF32);
+  EXPECT_EQ(executable->outputs()[0].dims, std::vector<int64_t>{4});
+  EXPECT_TRUE(executable->outputs()[1].dims.empty());
+
+  SY_ASSERT_OK_AND_ASSIGN(auto a, client_->BufferFromHost(Bytes({1, 2, 3, 4}), DType::kF32, {4}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(auto b,
+                          client_->BufferFromHost(Bytes({10, 20, 30, 40}), DType::kF32, {4}, 0));
+  auto run = [&](const Executable& exe) {
+    auto launch = exe.Execute({{a.get(), b.get()}});
+    ASSERT_TRUE(launch.ok()) << launch.status();
+    SY_ASSERT_OK(launch->completions[0]->Await());
+    SY_ASSERT_OK_AND_ASSIGN(std::string sum, launch->outputs[0][0]->ToHost());
+    EXPECT_EQ(Floats(sum), (std::vector<float>{11, 22, 33, 44}));
+    SY_ASSERT_OK_AND_ASSIGN(std::string total, launch->outputs[0][1]->ToHost());
+    EXPECT_EQ(Floats(total), std::vector<float>{110});
+  };
+  run(*executable);
+
+  SY_ASSERT_OK_AND_ASSIGN(std::string bytes, executable->Serialize());
+  EXPECT_FALSE(bytes.empty());
+  SY_ASSERT_OK_AND_ASSIGN(auto loaded, client_->Deserialize(bytes));
+  EXPECT_EQ(loaded->outputs().size(), 2u);
+  run(*loaded);
+}
+
+TEST_F(ClientTest, WrongArgumentCountIsInvalidArgument) {
+  SY_ASSERT_OK_AND_ASSIGN(auto executable,
+                          client_->Compile(kAddProgram, "mlir", SingleDeviceOptions()));
+  EXPECT_EQ(executable->Execute({}).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, MalformedProgramIsAnErrorNotACrash) {
+  auto garbage = client_->Compile("\x01\x02 not mlir at all", "mlir", SingleDeviceOptions());
+  EXPECT_FALSE(garbage.ok());
+  auto unknown_op = client_->Compile(kDivideByZeroIsFine, "mlir", SingleDeviceOptions());
+  EXPECT_FALSE(unknown_op.ok());
+  EXPECT_FALSE(client_->Compile(kAddProgram, "no-such-format", SingleDeviceOptions()).ok());
+  EXPECT_FALSE(client_->Deserialize("definitely not an executable").ok());
+}
+
+}  // namespace
+}  // namespace switchyard::pjrt
