@@ -1,0 +1,82 @@
+// `switchyard <command> [flags]`: thin main; each command wires one component.
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/logging.h"
+
+ABSL_FLAG(int, server_port, -1, "Port to serve on (rm: 29001, worker: 29005; 0 picks a free one)");
+ABSL_FLAG(std::string, listen_host, "127.0.0.1",
+          "Address to listen on. Whoever reaches these ports can run programs on the hosts.");
+ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
+          "host:port of the resource manager");
+ABSL_FLAG(std::string, pjrt_plugin, "",
+          "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
+
+namespace {
+
+constexpr char kUsage[] = R"(switchyard: a single-controller runtime for JAX.
+
+usage: switchyard <command> [flags]
+
+commands:
+  rm       the resource manager: fleet membership, device ids, health
+  worker   one host: a PJRT plugin and its devices
+  status   print the fleet as the resource manager sees it
+  up       a local cluster (rm + workers) in one command
+
+`switchyard <command> --help` lists the flags. Flag names take '-' or '_'.)";
+
+// Accept `--devices-per-worker` as well as `--devices_per_worker`.
+std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::string>* storage) {
+  storage->reserve(argc);
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0) {
+      size_t end = arg.find('=');
+      for (size_t c = 2; c < std::min(end, arg.size()); ++c) {
+        if (arg[c] == '-') arg[c] = '_';
+      }
+    }
+    storage->push_back(std::move(arg));
+  }
+  std::vector<char*> out;
+  for (std::string& arg : *storage) out.push_back(arg.data());
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
+    std::fprintf(argc < 2 ? stderr : stdout, "%s\n", kUsage);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  // Drop the command so absl sees `switchyard --flag ...`.
+  std::vector<std::string> storage;
+  std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
+  args.erase(args.begin() + 1);
+  int args_count = static_cast<int>(args.size());
+  std::vector<char*> positional = absl::ParseCommandLine(args_count, args.data());
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "switchyard %s: unexpected argument '%s'\n", command.c_str(),
+                 positional[1]);
+    return 2;
+  }
+  if (command == "rm") return switchyard::cli::RunResourceManager();
+  if (command == "worker") return switchyard::cli::RunWorker();
+  if (command == "status") return switchyard::cli::RunStatus();
+  if (command == "up") return switchyard::cli::RunUp(argv[0]);
+  std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
+  return 2;
+}

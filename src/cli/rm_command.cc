@@ -1,0 +1,31 @@
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "rm/rm.h"
+
+namespace switchyard::cli {
+
+int RunResourceManager() {
+  SetLogProcessName("rm");
+  BlockTerminationSignals();  // before any thread starts
+  rm::RmOptions options = rm::DefaultRmOptions();
+  options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  int port = absl::GetFlag(FLAGS_server_port);
+  options.port = port < 0 ? 29001 : port;
+  auto server = rm::ResourceManagerServer::Start(options);
+  if (!server.ok()) {
+    SY_LOG(Error) << "cannot start: " << server.status();
+    return 1;
+  }
+  int signal = WaitForTerminationSignal();
+  SY_LOG(Info) << "signal " << signal << ": shutting down";
+  (*server)->Shutdown();
+  SY_LOG(Info) << "stopped";
+  return 0;
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,82 @@
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/grpc_server.h"
+#include "google/protobuf/util/json_util.h"
+#include "switchyard/rm.grpc.pb.h"
+
+ABSL_FLAG(bool, json, false, "status: print the fleet as JSON");
+
+namespace switchyard::cli {
+namespace {
+
+std::string DeviceIds(const HostStatus& host) {
+  std::vector<int64_t> ids;
+  for (const DeviceInfo& device : host.devices()) ids.push_back(device.global_id());
+  return absl::StrJoin(ids, ",");
+}
+
+void PrintTable(const Fleet& fleet) {
+  int hosts = 0, devices = 0, healthy_hosts = 0;
+  for (const SliceStatus& slice : fleet.slices()) {
+    for (const HostStatus& host : slice.hosts()) {
+      ++hosts;
+      devices += host.devices_size();
+      healthy_hosts += host.healthy();
+    }
+  }
+  std::printf("%d slices, %d hosts (%d healthy), %d devices\n", fleet.slices_size(), hosts,
+              healthy_hosts, devices);
+  std::printf("%-6s %-5s %-22s %-10s %-8s %-30s %s\n", "SLICE", "HOST", "ADDRESS", "HEALTH", "PID",
+              "PLUGIN", "DEVICES");
+  for (const SliceStatus& slice : fleet.slices()) {
+    for (const HostStatus& host : slice.hosts()) {
+      const PluginInfo& plugin = host.plugin();
+      std::string plugin_text =
+          absl::StrCat(plugin.platform_name(), " PJRT ", plugin.pjrt_api_major(), ".",
+                       plugin.pjrt_api_minor(), " StableHLO ", plugin.stablehlo_current_version());
+      std::string health = host.healthy()
+                               ? "healthy"
+                               : absl::StrCat("DOWN ", host.last_heartbeat_age_ms() / 1000, "s");
+      std::printf("%-6d %-5d %-22s %-10s %-8lld %-30s %s\n", slice.slice_index(),
+                  host.host_index(), host.address().c_str(), health.c_str(),
+                  static_cast<long long>(host.pid()), plugin_text.c_str(),
+                  DeviceIds(host).c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int RunStatus() {
+  const std::string address = absl::GetFlag(FLAGS_resource_manager_address);
+  auto stub = ResourceManager::NewStub(CreateChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  Fleet fleet;
+  grpc::Status status = stub->GetFleet(&context, GetFleetRequest(), &fleet);
+  if (!status.ok()) {
+    std::fprintf(stderr, "switchyard status: cannot reach the resource manager at %s: %s\n",
+                 address.c_str(), status.error_message().c_str());
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    std::string json;
+    google::protobuf::util::JsonPrintOptions options;
+    options.add_whitespace = true;
+    options.preserve_proto_field_names = true;
+    options.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(fleet, &json, options);
+    std::printf("%s", json.c_str());
+  } else {
+    PrintTable(fleet);
+  }
+  return 0;
+}
+
+}  // namespace switchyard::cli

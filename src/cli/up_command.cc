@@ -1,0 +1,225 @@
+// `switchyard up`: rm + N workers as child processes of this one. Children die
+// with us (PR_SET_PDEATHSIG), and SIGINT/SIGTERM stop them all in order.
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/grpc_server.h"
+#include "common/logging.h"
+#include "switchyard/rm.grpc.pb.h"
+
+ABSL_FLAG(int, workers, 2, "up: number of workers");
+ABSL_FLAG(int, devices_per_worker, 4, "up: CPU devices per worker");
+ABSL_FLAG(int, hosts_per_slice, 1, "up: workers per slice (worker i is host i % n of slice i / n)");
+ABSL_FLAG(int, rm_port, 29001, "up: resource manager port");
+ABSL_FLAG(int, worker_port, 29005, "up: port of the first worker (+1 each); 0 picks free ports");
+ABSL_FLAG(int, startup_timeout_s, 120, "up: how long to wait for the cluster to come up");
+
+namespace switchyard::cli {
+namespace {
+
+struct Child {
+  std::string name;
+  pid_t pid = 0;
+};
+
+sigset_t HandledSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+pid_t Spawn(const std::string& self, const std::vector<std::string>& args) {
+  pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  // Child: die with the parent, even if it is killed with SIGKILL.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != parent) _exit(1);
+  sigset_t set = HandledSignals();
+  sigprocmask(SIG_UNBLOCK, &set, nullptr);
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(self.c_str()));
+  for (const std::string& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  execv(self.c_str(), argv.data());
+  std::perror("switchyard up: exec");
+  _exit(127);
+}
+
+class Cluster {
+ public:
+  explicit Cluster(std::string self) : self_(std::move(self)) {}
+
+  void Start(const std::string& name, const std::vector<std::string>& args) {
+    pid_t pid = Spawn(self_, args);
+    children_[pid] = {name, pid};
+  }
+
+  // Reaps exited children; returns the names of those that exited.
+  std::vector<std::string> Reap() {
+    std::vector<std::string> exited;
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = children_.find(pid);
+      if (it == children_.end()) continue;
+      SY_LOG(Warning) << it->second.name << " (pid " << pid << ") exited: "
+                      << (WIFEXITED(status) ? absl::StrCat("status ", WEXITSTATUS(status))
+                                            : absl::StrCat("signal ", WTERMSIG(status)));
+      exited.push_back(it->second.name);
+      children_.erase(it);
+    }
+    return exited;
+  }
+
+  bool Running(const std::string& name) const {
+    for (const auto& [pid, child] : children_) {
+      if (child.name == name) return true;
+    }
+    return false;
+  }
+
+  // SIGTERM to all, then SIGKILL whatever is left after `grace`.
+  void Stop(absl::Duration grace) {
+    for (const auto& [pid, child] : children_) kill(pid, SIGTERM);
+    absl::Time deadline = absl::Now() + grace;
+    while (!children_.empty() && absl::Now() < deadline) {
+      Reap();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    for (const auto& [pid, child] : children_) {
+      SY_LOG(Warning) << child.name << " did not stop; killing it";
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    children_.clear();
+  }
+
+ private:
+  std::string self_;
+  std::map<pid_t, Child> children_;
+};
+
+// Polls the RM until `workers` hosts are healthy, the RM dies, or time runs out.
+bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
+                  absl::Time deadline) {
+  auto stub = ResourceManager::NewStub(CreateChannel(rm_address));
+  while (absl::Now() < deadline) {
+    cluster->Reap();
+    if (!cluster->Running("rm")) return false;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    Fleet fleet;
+    if (stub->GetFleet(&context, GetFleetRequest(), &fleet).ok()) {
+      int healthy = 0;
+      for (const SliceStatus& slice : fleet.slices()) {
+        for (const HostStatus& host : slice.hosts()) healthy += host.healthy();
+      }
+      if (healthy >= workers) return true;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+int RunUp(const char* argv0) {
+  SetLogProcessName("up");
+  sigset_t signals = HandledSignals();
+  sigprocmask(SIG_BLOCK, &signals, nullptr);
+
+  const int workers = absl::GetFlag(FLAGS_workers);
+  const int devices = absl::GetFlag(FLAGS_devices_per_worker);
+  const int hosts_per_slice = absl::GetFlag(FLAGS_hosts_per_slice);
+  if (workers < 1 || devices < 1 || hosts_per_slice < 1) {
+    SY_LOG(Error) << "--workers, --devices_per_worker and --hosts_per_slice must be at least 1";
+    return 2;
+  }
+  std::string plugin = absl::GetFlag(FLAGS_pjrt_plugin);
+  if (plugin.empty() && std::getenv("SWITCHYARD_PJRT_PLUGIN") != nullptr) {
+    plugin = std::getenv("SWITCHYARD_PJRT_PLUGIN");
+  }
+  if (plugin.empty() || access(plugin.c_str(), R_OK) != 0) {
+    SY_LOG(Error) << "no readable PJRT plugin ('" << plugin
+                  << "'): pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
+    return 2;
+  }
+  const std::string host = absl::GetFlag(FLAGS_listen_host);
+  const int rm_port = absl::GetFlag(FLAGS_rm_port);
+  const int worker_port = absl::GetFlag(FLAGS_worker_port);
+  const std::string rm_address = absl::StrCat(host, ":", rm_port);
+  // /proc/self/exe survives a relative argv[0] and a changed working directory.
+  char self[4096] = {};
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string self_path = n > 0 ? std::string(self, n) : std::string(argv0);
+
+  Cluster cluster(self_path);
+  cluster.Start("rm", {"rm", absl::StrCat("--server_port=", rm_port),
+                       absl::StrCat("--listen_host=", host)});
+  // One at a time, so global device ids follow (slice, host) order: the RM assigns
+  // them in join order.
+  absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
+  for (int i = 0; i < workers; ++i) {
+    int port = worker_port == 0 ? 0 : worker_port + i;
+    cluster.Start(absl::StrCat("worker ", i),
+                  {"worker", absl::StrCat("--resource_manager_address=", rm_address),
+                   absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
+                   absl::StrCat("--slice_index=", i / hosts_per_slice),
+                   absl::StrCat("--host_index=", i % hosts_per_slice),
+                   absl::StrCat("--pjrt_plugin=", plugin),
+                   absl::StrCat("--cpu_device_count=", devices)});
+    if (!WaitForFleet(&cluster, rm_address, i + 1, deadline)) {
+      SY_LOG(Error) << "the cluster did not come up; stopping it";
+      cluster.Stop(absl::Seconds(5));
+      return 1;
+    }
+  }
+  std::printf(
+      "switchyard: local cluster ready: resource manager %s, %d workers (%d slices), %d devices "
+      "each\n  switchyard status --resource_manager_address=%s\n",
+      rm_address.c_str(), workers, (workers + hosts_per_slice - 1) / hosts_per_slice, devices,
+      rm_address.c_str());
+  std::fflush(stdout);
+
+  int exit_code = 0;
+  for (;;) {
+    int signal = sigwaitinfo(&signals, nullptr);
+    if (signal == SIGCHLD) {
+      cluster.Reap();
+      if (!cluster.Running("rm")) {
+        SY_LOG(Error) << "the resource manager exited; stopping the cluster";
+        exit_code = 1;
+        break;
+      }
+      continue;
+    }
+    if (signal == SIGINT || signal == SIGTERM) {
+      SY_LOG(Info) << "signal " << signal << ": stopping the cluster";
+      break;
+    }
+  }
+  cluster.Stop(absl::Seconds(10));
+  SY_LOG(Info) << "stopped";
+  return exit_code;
+}
+
+}  // namespace switchyard::cli

@@ -1,0 +1,69 @@
+#include <cstdlib>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "worker/worker.h"
+
+ABSL_FLAG(int, slice_index, 0, "Slice this worker belongs to (env SWITCHYARD_SLICE_INDEX)");
+ABSL_FLAG(int, host_index, 0, "Index of this host within its slice");
+ABSL_FLAG(int, cpu_device_count, 0, "CPU plugin only: number of devices (0: plugin default)");
+ABSL_FLAG(std::string, advertise_host, "",
+          "Host name other processes use to reach this worker (default: --listen_host)");
+ABSL_FLAG(int, register_timeout_s, 0,
+          "Exit if the resource manager stays unreachable this long (0: retry forever)");
+
+namespace switchyard::cli {
+
+int RunWorker() {
+  worker::WorkerOptions options;
+  options.slice_index = absl::GetFlag(FLAGS_slice_index);
+  if (const char* env = std::getenv("SWITCHYARD_SLICE_INDEX");
+      env != nullptr && options.slice_index == 0) {
+    options.slice_index = std::atoi(env);
+  }
+  options.host_index = absl::GetFlag(FLAGS_host_index);
+  SetLogProcessName(absl::StrCat("worker s", options.slice_index, "h", options.host_index));
+  BlockTerminationSignals();  // before any thread starts
+
+  options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  int port = absl::GetFlag(FLAGS_server_port);
+  options.port = port < 0 ? 29005 : port;
+  options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
+  options.pjrt_plugin = absl::GetFlag(FLAGS_pjrt_plugin);
+  if (options.pjrt_plugin.empty()) {
+    const char* env = std::getenv("SWITCHYARD_PJRT_PLUGIN");
+    if (env == nullptr || *env == '\0') {
+      SY_LOG(Error) << "no PJRT plugin: pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
+      return 2;
+    }
+    options.pjrt_plugin = env;
+  }
+  options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
+  options.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout_s));
+
+  auto server = worker::WorkerServer::Start(options);
+  if (!server.ok()) {
+    SY_LOG(Error) << "cannot start: " << server.status();
+    return 1;
+  }
+  worker::WorkerServer* raw = server->get();
+  std::thread([raw] {
+    int signal = WaitForTerminationSignal();
+    SY_LOG(Info) << "signal " << signal << ": shutting down";
+    raw->Shutdown();
+  }).detach();
+  absl::Status status = raw->Wait();
+  if (!status.ok()) {
+    SY_LOG(Error) << "stopping: " << status;
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace switchyard::cli

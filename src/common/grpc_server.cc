@@ -1,0 +1,38 @@
+#include "common/grpc_server.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "grpcpp/support/channel_arguments.h"
+
+namespace switchyard {
+
+absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
+                                              const std::vector<grpc::Service*>& services) {
+  grpc::ServerBuilder builder;
+  StartedServer started;
+  std::string address = absl::StrCat(host, ":", port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
+  builder.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  started.server = builder.BuildAndStart();
+  if (started.server == nullptr || started.port == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot listen on ", address, " (is the port in use?)"));
+  }
+  return started;
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
+  args.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace switchyard

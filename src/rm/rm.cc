@@ -1,0 +1,68 @@
+#include "rm/rm.h"
+
+#include "common/grpc_server.h"
+#include "common/limits.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "rm/rm_service.h"
+
+namespace switchyard::rm {
+namespace {
+
+class ResourceManagerImpl final : public ResourceManagerServer {
+ public:
+  ResourceManagerImpl(std::unique_ptr<RealClock> own_clock, std::unique_ptr<RmService> service,
+                      StartedServer server)
+      : own_clock_(std::move(own_clock)),
+        service_(std::move(service)),
+        server_(std::move(server)) {}
+  ~ResourceManagerImpl() override { Shutdown(); }
+
+  int port() const override { return server_.port; }
+
+  void Shutdown() override {
+    if (server_.server == nullptr) return;
+    server_.server->Shutdown();
+    server_.server->Wait();
+    server_.server.reset();
+    service_->Stop();
+  }
+
+ private:
+  std::unique_ptr<RealClock> own_clock_;
+  std::unique_ptr<RmService> service_;
+  StartedServer server_;
+};
+
+}  // namespace
+
+RmOptions DefaultRmOptions() {
+  RmOptions options;
+  options.heartbeat_period = absl::Milliseconds(limits::kHeartbeatPeriodMs);
+  options.heartbeat_misses_max = limits::kHeartbeatMissesMax;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::Start(
+    const RmOptions& options) {
+  std::unique_ptr<RealClock> own_clock;
+  const Clock* clock = options.clock;
+  if (clock == nullptr) {
+    own_clock = std::make_unique<RealClock>();
+    clock = own_clock.get();
+  }
+  RmOptions defaults = DefaultRmOptions();
+  absl::Duration period = options.heartbeat_period > absl::ZeroDuration()
+                              ? options.heartbeat_period
+                              : defaults.heartbeat_period;
+  int misses = options.heartbeat_misses_max > 0 ? options.heartbeat_misses_max
+                                                : defaults.heartbeat_misses_max;
+  auto service = std::make_unique<RmService>(clock, period, misses);
+  SY_ASSIGN_OR_RETURN(StartedServer server,
+                      StartGrpcServer(options.listen_host, options.port, {service.get()}));
+  SY_LOG(Info) << "resource manager listening on " << options.listen_host << ":" << server.port;
+  return std::make_unique<ResourceManagerImpl>(std::move(own_clock), std::move(service),
+                                               std::move(server));
+}
+
+}  // namespace switchyard::rm

@@ -1,0 +1,37 @@
+#pragma once
+
+// The resource manager: membership, global device ids and health for the fleet.
+// This is the component's only public header.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace switchyard::rm {
+
+struct RmOptions {
+  std::string listen_host = "127.0.0.1";
+  int port = 29001;  // 0 picks a free port; see `ResourceManagerServer::port()`
+  absl::Duration heartbeat_period;
+  int heartbeat_misses_max = 0;
+  const Clock* clock = nullptr;  // nullptr: the real clock
+};
+
+// Fills unset options with the defaults from common/limits.h.
+RmOptions DefaultRmOptions();
+
+class ResourceManagerServer {
+ public:
+  // Starts serving rm.proto and the health sweeper. UNAVAILABLE if the port is taken.
+  static absl::StatusOr<std::unique_ptr<ResourceManagerServer>> Start(const RmOptions& options);
+  virtual ~ResourceManagerServer() = default;
+
+  virtual int port() const = 0;
+  // Stops serving; in-flight calls finish first. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace switchyard::rm

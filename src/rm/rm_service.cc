@@ -1,0 +1,78 @@
+#include "rm/rm_service.h"
+
+#include "absl/strings/str_join.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace switchyard::rm {
+
+RmService::RmService(const Clock* clock, absl::Duration heartbeat_period,
+                     int heartbeat_misses_max)
+    : clock_(clock),
+      heartbeat_period_(heartbeat_period),
+      membership_(heartbeat_period * heartbeat_misses_max),
+      sweeper_([this] { SweepLoop(); }) {}
+
+RmService::~RmService() { Stop(); }
+
+void RmService::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (sweeper_.joinable()) sweeper_.join();
+}
+
+void RmService::SweepLoop() {
+  while (!stop_.WaitForNotificationWithTimeout(heartbeat_period_ / 2)) {
+    std::vector<HostStatus> died;
+    {
+      absl::MutexLock lock(&mutex_);
+      died = membership_.Sweep(clock_->Now());
+    }
+    for (const HostStatus& host : died) {
+      SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index()
+                      << " host " << host.host_index() << ") is unhealthy: no heartbeat for "
+                      << host.last_heartbeat_age_ms() << " ms";
+    }
+  }
+}
+
+grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
+                                       const RegisterWorkerRequest* request,
+                                       RegisterWorkerResponse* response) {
+  absl::StatusOr<RegisterWorkerResponse> result;
+  {
+    absl::MutexLock lock(&mutex_);
+    // Random, so that a stale heartbeat can never match a later registration.
+    uint64_t incarnation = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
+    result = membership_.Register(*request, incarnation, clock_->Now());
+  }
+  if (!result.ok()) {
+    SY_LOG(Warning) << "refused registration from " << request->address() << ": "
+                    << result.status().message();
+    return ToGrpcStatus(result.status());
+  }
+  *response = *std::move(result);
+  response->set_heartbeat_period_ms(absl::ToInt64Milliseconds(heartbeat_period_));
+  std::vector<int64_t> ids;
+  for (const DeviceInfo& device : response->devices()) ids.push_back(device.global_id());
+  SY_LOG(Info) << "worker " << request->address() << " joined slice " << request->slice_index()
+               << " host " << request->host_index() << " (" << request->plugin().platform_name()
+               << ", PJRT " << request->plugin().pjrt_api_major() << "."
+               << request->plugin().pjrt_api_minor() << "): devices "
+               << absl::StrJoin(ids, ",");
+  return grpc::Status::OK;
+}
+
+grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatRequest* request,
+                                  HeartbeatResponse* response) {
+  absl::MutexLock lock(&mutex_);
+  return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now()));
+}
+
+grpc::Status RmService::GetFleet(grpc::ServerContext* context, const GetFleetRequest* request,
+                                 Fleet* response) {
+  absl::MutexLock lock(&mutex_);
+  *response = membership_.Snapshot(clock_->Now());
+  return grpc::Status::OK;
+}
+
+}  // namespace switchyard::rm

@@ -1,0 +1,59 @@
+#include "worker/buffer_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace switchyard::worker {
+
+absl::Status BufferStore::Add(uint64_t id, int64_t device_id,
+                              std::unique_ptr<pjrt::Buffer> buffer) {
+  if (id == 0) return absl::InvalidArgumentError("buffer id 0 is reserved");
+  auto entry = std::make_shared<StoredBuffer>();
+  entry->device_id = device_id;
+  entry->buffer = std::move(buffer);
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = buffers_.try_emplace(id, entry);
+  if (!inserted) return absl::AlreadyExistsError(absl::StrCat("buffer ", id, " already exists"));
+  bytes_ += entry->buffer->host_size_bytes();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::Get(uint64_t id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = buffers_.find(id);
+  if (it == buffers_.end()) return absl::NotFoundError(absl::StrCat("unknown buffer ", id));
+  return it->second;
+}
+
+bool BufferStore::Contains(uint64_t id) const {
+  absl::MutexLock lock(&mutex_);
+  return buffers_.contains(id);
+}
+
+std::vector<uint64_t> BufferStore::Delete(const std::vector<uint64_t>& ids) {
+  std::vector<uint64_t> not_found;
+  std::vector<std::shared_ptr<const StoredBuffer>> doomed;  // freed outside the lock
+  absl::MutexLock lock(&mutex_);
+  for (uint64_t id : ids) {
+    auto it = buffers_.find(id);
+    if (it == buffers_.end()) {
+      not_found.push_back(id);
+      continue;
+    }
+    bytes_ -= it->second->buffer->host_size_bytes();
+    doomed.push_back(std::move(it->second));
+    buffers_.erase(it);
+  }
+  return not_found;
+}
+
+int64_t BufferStore::size() const {
+  absl::MutexLock lock(&mutex_);
+  return buffers_.size();
+}
+
+int64_t BufferStore::bytes() const {
+  absl::MutexLock lock(&mutex_);
+  return bytes_;
+}
+
+}  // namespace switchyard::worker

@@ -1,0 +1,44 @@
+#pragma once
+
+// The worker's buffers, by caller-chosen id. Thread-safe. Entries are shared so a
+// fetch in progress keeps its buffer alive across a concurrent delete.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "pjrt/buffer.h"
+
+namespace switchyard::worker {
+
+struct StoredBuffer {
+  int64_t device_id = 0;  // global
+  std::unique_ptr<pjrt::Buffer> buffer;
+};
+
+class BufferStore {
+ public:
+  // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
+  absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // NOT_FOUND for an unknown id.
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> Get(uint64_t id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Returns the ids that were not there.
+  std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const StoredBuffer>> buffers_
+      ABSL_GUARDED_BY(mutex_);
+  int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+}  // namespace switchyard::worker

@@ -1,0 +1,187 @@
+#include "worker/executor.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "pjrt/buffer.h"
+#include "xla/compile_options.pb.h"
+
+namespace switchyard::worker {
+
+absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& request) const {
+  xla::CompileOptionsProto options;
+  if (!options.ParseFromString(request.compile_options())) {
+    return absl::InvalidArgumentError("compile_options is not a serialized CompileOptionsProto");
+  }
+  auto* build = options.mutable_executable_build_options();
+  if (build->num_replicas() <= 0) build->set_num_replicas(1);
+  if (build->num_partitions() <= 0) build->set_num_partitions(1);
+  auto to_plugin_id = [&](int64_t global_id) -> absl::StatusOr<int64_t> {
+    SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(global_id));
+    return devices_->PluginIdOf(ordinal);
+  };
+
+  if (build->has_device_assignment()) {
+    for (auto& computation : *build->mutable_device_assignment()->mutable_computation_devices()) {
+      for (int64_t& id : *computation.mutable_replica_device_ids()) {
+        auto local = to_plugin_id(id);
+        if (!local.ok()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("the program's device assignment names device ", id,
+                           ", which is not on this worker: ", local.status().message()));
+        }
+        id = *local;
+      }
+    }
+    return options.SerializeAsString();
+  }
+
+  std::vector<int64_t> device_ids(request.device_ids().begin(), request.device_ids().end());
+  if (device_ids.empty()) {
+    SY_ASSIGN_OR_RETURN(int64_t first, devices_->GlobalIdOf(0));
+    device_ids.push_back(first);
+  }
+  const int64_t replicas = build->num_replicas();
+  const int64_t partitions = build->num_partitions();
+  if (replicas * partitions != static_cast<int64_t>(device_ids.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the program has ", replicas, " replicas x ", partitions,
+                     " partitions but the request names ", device_ids.size(), " devices"));
+  }
+  auto* assignment = build->mutable_device_assignment();
+  assignment->set_replica_count(replicas);
+  assignment->set_computation_count(partitions);
+  for (int64_t p = 0; p < partitions; ++p) {
+    auto* computation = assignment->add_computation_devices();
+    for (int64_t r = 0; r < replicas; ++r) {
+      auto local = to_plugin_id(device_ids[r * partitions + p]);
+      if (!local.ok()) return absl::InvalidArgumentError(local.status().message());
+      computation->add_replica_device_ids(*local);
+    }
+  }
+  return options.SerializeAsString();
+}
+
+absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request) {
+  if (request.executable_id() == 0) {
+    return absl::InvalidArgumentError("executable id 0 is reserved");
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    if (executables_.contains(request.executable_id())) {
+      return absl::AlreadyExistsError(
+          absl::StrCat("executable ", request.executable_id(), " already exists"));
+    }
+  }
+  SY_ASSIGN_OR_RETURN(std::string options, LocalCompileOptions(request));
+  const std::string format = request.format().empty() ? "mlir" : request.format();
+  auto compiled = client_->Compile(request.program(), format, options);
+  if (!compiled.ok()) {
+    // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault.
+    return absl::InvalidArgumentError(
+        absl::StrCat("the PJRT plugin could not compile the program: ",
+                     compiled.status().message()));
+  }
+  std::shared_ptr<const pjrt::Executable> executable = std::move(compiled).value();
+
+  CompileResponse response;
+  response.set_name(executable->name());
+  response.set_num_replicas(executable->num_replicas());
+  response.set_num_partitions(executable->num_partitions());
+  for (int ordinal : executable->device_ordinals()) {
+    SY_ASSIGN_OR_RETURN(int64_t global_id, devices_->GlobalIdOf(ordinal));
+    response.add_device_ids(global_id);
+  }
+  for (const pjrt::OutputSpec& spec : executable->outputs()) {
+    OutputSpec* out = response.add_outputs();
+    out->set_dtype(static_cast<DType>(spec.dtype));
+    out->mutable_dims()->Add(spec.dims.begin(), spec.dims.end());
+  }
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = executables_.try_emplace(request.executable_id(), std::move(executable));
+  if (!inserted) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("executable ", request.executable_id(), " already exists"));
+  }
+  return response;
+}
+
+absl::Status Executor::Execute(const ExecuteRequest& request) {
+  std::shared_ptr<const pjrt::Executable> executable;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = executables_.find(request.executable_id());
+    if (it == executables_.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown executable ", request.executable_id()));
+    }
+    executable = it->second;
+  }
+  const size_t num_devices = executable->device_ordinals().size();
+  const size_t num_outputs = executable->outputs().size();
+  if (static_cast<size_t>(request.arguments_size()) != num_devices ||
+      static_cast<size_t>(request.outputs_size()) != num_devices) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "executable ", request.executable_id(), " runs on ", num_devices,
+        " devices; the request has ", request.arguments_size(), " argument lists and ",
+        request.outputs_size(), " output lists"));
+  }
+  // Hold the inputs for the duration of the launch call.
+  std::vector<std::shared_ptr<const StoredBuffer>> held;
+  std::vector<std::vector<const pjrt::Buffer*>> arguments(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) {
+    if (static_cast<size_t>(request.outputs(d).ids_size()) != num_outputs) {
+      return absl::InvalidArgumentError(absl::StrCat("the executable has ", num_outputs,
+                                                     " outputs per device; the request names ",
+                                                     request.outputs(d).ids_size()));
+    }
+    for (uint64_t id : request.outputs(d).ids()) {
+      if (id == 0 || buffers_->Contains(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("output buffer id ", id, " is in use"));
+      }
+    }
+    for (uint64_t id : request.arguments(d).ids()) {
+      SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, buffers_->Get(id));
+      arguments[d].push_back(stored->buffer.get());
+      held.push_back(std::move(stored));
+    }
+  }
+  auto launch = executable->Execute(arguments);
+  if (!launch.ok()) {
+    return absl::Status(launch.status().code(),
+                        absl::StrCat("launch of executable ", request.executable_id(),
+                                     " failed: ", launch.status().message()));
+  }
+  ++executions_;
+  absl::Status status;
+  for (size_t d = 0; d < num_devices; ++d) {
+    SY_ASSIGN_OR_RETURN(int64_t device_id,
+                        devices_->GlobalIdOf(executable->device_ordinals()[d]));
+    for (size_t o = 0; o < num_outputs; ++o) {
+      absl::Status added =
+          buffers_->Add(request.outputs(d).ids(o), device_id, std::move(launch->outputs[d][o]));
+      if (status.ok()) status = added;
+    }
+  }
+  if (request.wait()) {
+    for (auto& completion : launch->completions) {
+      absl::Status done = completion->Await();
+      if (status.ok()) status = done;
+    }
+  }
+  return status;
+}
+
+std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
+  std::vector<uint64_t> not_found;
+  absl::MutexLock lock(&mutex_);
+  for (uint64_t id : ids) {
+    if (executables_.erase(id) == 0) not_found.push_back(id);
+  }
+  return not_found;
+}
+
+int64_t Executor::size() const {
+  absl::MutexLock lock(&mutex_);
+  return executables_.size();
+}
+
+}  // namespace switchyard::worker

@@ -1,0 +1,51 @@
+#pragma once
+
+// Compiles programs for this worker's devices and launches them. Thread-safe.
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "pjrt/client.h"
+#include "pjrt/executable.h"
+#include "switchyard/worker.pb.h"
+#include "worker/buffer_store.h"
+#include "worker/device_map.h"
+
+namespace switchyard::worker {
+
+class Executor {
+ public:
+  Executor(const pjrt::Client* client, const DeviceMap* devices, BufferStore* buffers)
+      : client_(client), devices_(devices), buffers_(buffers) {}
+
+  // INVALID_ARGUMENT for bad options or devices that are not ours, and for
+  // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
+  absl::StatusOr<CompileResponse> Compile(const CompileRequest& request)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Registers the outputs under the requested ids as soon as the launch is
+  // enqueued; a failed launch shows up when they are read (or here, with `wait`).
+  absl::Status Execute(const ExecuteRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
+  std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t executions() const { return executions_.load(); }
+
+ private:
+  // Rewrites the device assignment from global ids to the plugin's ids.
+  absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request) const;
+
+  const pjrt::Client* client_;
+  const DeviceMap* devices_;
+  BufferStore* buffers_;
+  mutable absl::Mutex mutex_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const pjrt::Executable>> executables_
+      ABSL_GUARDED_BY(mutex_);
+  std::atomic<int64_t> executions_{0};
+};
+
+}  // namespace switchyard::worker

@@ -1,0 +1,121 @@
+#include "worker/rm_link.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_join.h"
+#include "common/grpc_server.h"
+#include "common/grpc_status.h"
+#include "common/limits.h"
+#include "common/logging.h"
+
+namespace switchyard::worker {
+namespace {
+
+constexpr absl::Duration kCallTimeout = absl::Seconds(2);
+
+bool Retryable(const absl::Status& status) {
+  return absl::IsUnavailable(status) || absl::IsDeadlineExceeded(status) ||
+         absl::IsCancelled(status) || absl::IsUnknown(status);
+}
+
+void SetDeadline(grpc::ClientContext* context) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+}
+
+}  // namespace
+
+RmLink::RmLink(std::string rm_address, RegisterWorkerRequest request, DeviceMap* devices,
+               absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal)
+    : rm_address_(std::move(rm_address)),
+      request_(std::move(request)),
+      devices_(devices),
+      register_timeout_(register_timeout),
+      on_fatal_(std::move(on_fatal)),
+      stub_(ResourceManager::NewStub(CreateChannel(rm_address_))),
+      heartbeat_period_(absl::Milliseconds(limits::kHeartbeatPeriodMs)) {}
+
+RmLink::~RmLink() { Stop(); }
+
+void RmLink::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void RmLink::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status RmLink::RegisterWithBackoff() {
+  const absl::Time started = absl::Now();
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    RegisterWorkerResponse response;
+    absl::Status status = FromGrpcStatus(stub_->RegisterWorker(&context, request_, &response));
+    if (status.ok()) {
+      incarnation_ = response.incarnation();
+      if (response.heartbeat_period_ms() > 0) {
+        heartbeat_period_ = absl::Milliseconds(response.heartbeat_period_ms());
+      }
+      devices_->SetGlobalIds({response.devices().begin(), response.devices().end()});
+      std::vector<int64_t> ids;
+      for (const DeviceInfo& device : response.devices()) ids.push_back(device.global_id());
+      SY_LOG(Info) << "registered with the resource manager at " << rm_address_ << " as slice "
+                   << request_.slice_index() << " host " << request_.host_index()
+                   << ": devices " << absl::StrJoin(ids, ",");
+      return absl::OkStatus();
+    }
+    if (!Retryable(status)) {
+      return absl::Status(status.code(), absl::StrCat("the resource manager at ", rm_address_,
+                                                      " refused this worker: ",
+                                                      status.message()));
+    }
+    if (register_timeout_ > absl::ZeroDuration() && absl::Now() - started > register_timeout_) {
+      return absl::UnavailableError(absl::StrCat("gave up: the resource manager at ", rm_address_,
+                                                 " was unreachable for ",
+                                                 absl::FormatDuration(register_timeout_)));
+    }
+    SY_LOG(Warning) << "resource manager at " << rm_address_ << " not reachable (attempt "
+                    << attempt << ": " << status.message() << "); retrying in "
+                    << absl::FormatDuration(backoff);
+    if (!Sleep(backoff)) return absl::CancelledError("stopping");
+    backoff = std::min(backoff * 2, absl::Milliseconds(limits::kRegisterBackoffMaxMs));
+  }
+}
+
+void RmLink::Run() {
+  bool warned_unreachable = false;
+  while (!stop_.HasBeenNotified()) {
+    absl::Status registered = RegisterWithBackoff();
+    if (absl::IsCancelled(registered) && stop_.HasBeenNotified()) return;
+    if (!registered.ok()) {
+      on_fatal_(registered);
+      return;
+    }
+    // Heartbeat until the RM forgets us (then register again) or we stop.
+    while (Sleep(heartbeat_period_)) {
+      grpc::ClientContext context;
+      SetDeadline(&context);
+      HeartbeatRequest request;
+      request.set_incarnation(incarnation_);
+      HeartbeatResponse response;
+      absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response));
+      if (status.ok()) {
+        if (warned_unreachable) SY_LOG(Info) << "resource manager reachable again";
+        warned_unreachable = false;
+        continue;
+      }
+      if (absl::IsNotFound(status)) {
+        SY_LOG(Warning) << "the resource manager no longer knows this worker ("
+                        << status.message() << "); registering again";
+        break;
+      }
+      if (!warned_unreachable) {
+        SY_LOG(Warning) << "heartbeat to " << rm_address_ << " failed: " << status.message()
+                        << "; still trying";
+        warned_unreachable = true;
+      }
+    }
+  }
+}
+
+}  // namespace switchyard::worker

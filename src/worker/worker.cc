@@ -1,0 +1,143 @@
+#include "worker/worker.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/grpc_server.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "pjrt/pjrt.h"
+#include "worker/buffer_store.h"
+#include "worker/device_map.h"
+#include "worker/executor.h"
+#include "worker/rm_link.h"
+#include "worker/worker_service.h"
+
+namespace switchyard::worker {
+namespace {
+
+PluginInfo ToProto(const pjrt::Plugin& plugin, const pjrt::Client& client) {
+  PluginInfo info;
+  info.set_path(plugin.info().path);
+  info.set_platform_name(client.platform_name());
+  info.set_platform_version(client.platform_version());
+  info.set_pjrt_api_major(plugin.info().api_major);
+  info.set_pjrt_api_minor(plugin.info().api_minor);
+  info.set_xla_version(plugin.info().xla_version);
+  info.set_stablehlo_current_version(plugin.info().stablehlo_current_version);
+  info.set_stablehlo_minimum_version(plugin.info().stablehlo_minimum_version);
+  return info;
+}
+
+std::string Hostname() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return name;
+}
+
+class WorkerServerImpl final : public WorkerServer {
+ public:
+  ~WorkerServerImpl() override {
+    Shutdown();
+    Teardown();
+  }
+
+  absl::Status Init(const WorkerOptions& options) {
+    SY_ASSIGN_OR_RETURN(pjrt::Plugin * plugin, pjrt::Plugin::Load(options.pjrt_plugin));
+    std::vector<pjrt::ClientOption> client_options;
+    if (options.cpu_device_count > 0) {
+      client_options.push_back({"cpu_device_count", int64_t{options.cpu_device_count}});
+    }
+    SY_ASSIGN_OR_RETURN(client_, plugin->CreateClient(client_options));
+    devices_ = std::make_unique<DeviceMap>(client_.get());
+    executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
+
+    WorkerIdentity identity;
+    identity.slice_index = options.slice_index;
+    identity.host_index = options.host_index;
+    identity.plugin = ToProto(*plugin, *client_);
+    service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
+                                               executor_.get());
+    SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
+                                                 {service_.get()}));
+    const std::string host =
+        options.advertise_host.empty() ? options.listen_host : options.advertise_host;
+    address_ = absl::StrCat(host, ":", server_.port);
+    service_->SetAddress(address_);
+    SY_LOG(Info) << "worker serving on " << address_ << " with "
+                 << client_->devices().size() << " " << client_->platform_name()
+                 << " devices (PJRT " << plugin->info().api_major << "."
+                 << plugin->info().api_minor << ", StableHLO "
+                 << plugin->info().stablehlo_current_version << ")";
+
+    RegisterWorkerRequest request;
+    request.set_protocol_version(1);
+    request.set_address(address_);
+    request.set_slice_index(options.slice_index);
+    request.set_host_index(options.host_index);
+    *request.mutable_plugin() = identity.plugin;
+    for (DeviceInfo& device : devices_->LocalDevices()) *request.add_devices() = device;
+    request.set_hostname(Hostname());
+    request.set_pid(getpid());
+    rm_link_ = std::make_unique<RmLink>(options.resource_manager_address, std::move(request),
+                                        devices_.get(), options.register_timeout,
+                                        [this](absl::Status status) { Stop(std::move(status)); });
+    rm_link_->Start();
+    return absl::OkStatus();
+  }
+
+  int port() const override { return server_.port; }
+
+  absl::Status Wait() override {
+    stopping_.WaitForNotification();
+    Teardown();
+    absl::MutexLock lock(&mutex_);
+    return exit_status_;
+  }
+
+  void Shutdown() override { Stop(absl::OkStatus()); }
+
+ private:
+  void Stop(absl::Status status) {
+    absl::MutexLock lock(&mutex_);
+    if (stopping_.HasBeenNotified()) return;
+    exit_status_ = std::move(status);
+    stopping_.Notify();
+  }
+
+  void Teardown() {
+    absl::MutexLock lock(&teardown_mutex_);
+    if (rm_link_ != nullptr) rm_link_->Stop();
+    if (server_.server != nullptr) {
+      server_.server->Shutdown();
+      server_.server->Wait();
+      server_.server.reset();
+      SY_LOG(Info) << "worker " << address_ << " stopped";
+    }
+  }
+
+  std::unique_ptr<pjrt::Client> client_;
+  std::unique_ptr<DeviceMap> devices_;
+  BufferStore buffers_;
+  std::unique_ptr<Executor> executor_;
+  std::unique_ptr<WorkerService> service_;
+  StartedServer server_;
+  std::string address_;
+  std::unique_ptr<RmLink> rm_link_;
+  absl::Mutex mutex_;
+  absl::Notification stopping_;
+  absl::Status exit_status_ ABSL_GUARDED_BY(mutex_);
+  absl::Mutex teardown_mutex_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
+  auto worker = std::make_unique<WorkerServerImpl>();
+  SY_RETURN_IF_ERROR(worker->Init(options));
+  return worker;
+}
+
+}  // namespace switchyard::worker

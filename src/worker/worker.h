@@ -1,0 +1,47 @@
+#pragma once
+
+// A worker: one host's PJRT plugin and devices, served over worker.proto, and
+// kept registered with the resource manager. This is the component's only public
+// header.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace switchyard::worker {
+
+struct WorkerOptions {
+  std::string listen_host = "127.0.0.1";
+  int port = 29005;  // 0 picks a free port
+  // Host name other processes use to reach this worker; defaults to `listen_host`.
+  std::string advertise_host;
+  std::string resource_manager_address = "127.0.0.1:29001";
+  int slice_index = 0;
+  int host_index = 0;
+  std::string pjrt_plugin;
+  int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
+  // Give up (and stop the worker) if the RM cannot be reached for this long;
+  // zero retries forever.
+  absl::Duration register_timeout = absl::ZeroDuration();
+};
+
+class WorkerServer {
+ public:
+  // Loads the plugin, creates the client, starts serving and starts registering
+  // with the RM in the background. Fails (NOT_FOUND, INVALID_ARGUMENT,
+  // FAILED_PRECONDITION from the plugin; UNAVAILABLE for a taken port) without
+  // leaving anything running.
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerOptions& options);
+  virtual ~WorkerServer() = default;
+
+  virtual int port() const = 0;
+  // Blocks until the worker stops: after `Shutdown`, or by itself when the RM
+  // refused it or stayed unreachable past `register_timeout` (that error is returned).
+  virtual absl::Status Wait() = 0;
+  // Idempotent; safe from any thread.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace switchyard::worker

@@ -1,0 +1,166 @@
+#include "worker/worker_service.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+#include "pjrt/buffer.h"
+#include "pjrt/dtype.h"
+
+namespace switchyard::worker {
+namespace {
+
+// Checks a header from the wire; returns the dense byte size it implies.
+absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
+  const auto dtype = static_cast<pjrt::DType>(header.dtype());
+  if (pjrt::BitWidth(dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported dtype ", header.dtype()));
+  }
+  int64_t elements = 1;
+  for (int64_t dim : header.dims()) {
+    // Bounded so the product cannot overflow.
+    if (dim < 0 || dim > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad dimension ", dim));
+    }
+    elements *= dim;
+    if (elements > (int64_t{1} << 44)) return absl::InvalidArgumentError("array too large");
+  }
+  int64_t bytes = pjrt::DenseByteSize(dtype, elements);
+  if (static_cast<uint64_t>(bytes) != header.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(pjrt::DTypeName(dtype), " array of ", elements,
+                                                   " elements has ", bytes, " bytes, not ",
+                                                   header.size_bytes()));
+  }
+  return bytes;
+}
+
+}  // namespace
+
+void WorkerService::SetAddress(std::string address) {
+  absl::MutexLock lock(&mutex_);
+  address_ = std::move(address);
+}
+
+grpc::Status WorkerService::GetInfo(grpc::ServerContext* context, const GetInfoRequest* request,
+                                    GetInfoResponse* response) {
+  {
+    absl::MutexLock lock(&mutex_);
+    response->set_address(address_);
+  }
+  response->set_slice_index(identity_.slice_index);
+  response->set_host_index(identity_.host_index);
+  *response->mutable_plugin() = identity_.plugin;
+  for (DeviceInfo& device : devices_->Devices()) *response->add_devices() = std::move(device);
+  response->set_registered(devices_->registered());
+  return grpc::Status::OK;
+}
+
+absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader) {
+  PutBufferChunk chunk;
+  if (!reader->Read(&chunk) || !chunk.has_header()) {
+    return absl::InvalidArgumentError("PutBuffer stream must start with a header");
+  }
+  const BufferHeader header = chunk.header();
+  SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
+  SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
+  if (header.buffer_id() == 0 || buffers_->Contains(header.buffer_id())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
+  }
+  std::string data;
+  data.reserve(std::min<int64_t>(size, limits::kBufferChunkBytes * 4));
+  data.append(chunk.data());
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) return absl::InvalidArgumentError("a second header in one stream");
+    if (static_cast<int64_t>(data.size() + chunk.data().size()) > size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("buffer ", header.buffer_id(), " sent more than its ", size, " bytes"));
+    }
+    data.append(chunk.data());
+  }
+  if (static_cast<int64_t>(data.size()) != size) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer ", header.buffer_id(),
+                                                   " stream ended after ", data.size(), " of ",
+                                                   size, " bytes"));
+  }
+  std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
+  SY_ASSIGN_OR_RETURN(
+      auto buffer,
+      client_->BufferFromHost(data, static_cast<pjrt::DType>(header.dtype()), dims, ordinal));
+  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+}
+
+grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
+                                      grpc::ServerReader<PutBufferChunk>* reader,
+                                      PutBufferResponse* response) {
+  return ToGrpcStatus(ReceiveBuffer(reader));
+}
+
+grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
+                                      const GetBufferRequest* request,
+                                      grpc::ServerWriter<GetBufferChunk>* writer) {
+  auto stored = buffers_->Get(request->buffer_id());
+  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  const pjrt::Buffer& buffer = *(*stored)->buffer;
+  auto bytes = buffer.ToHost();
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+
+  GetBufferChunk chunk;
+  BufferHeader* header = chunk.mutable_header();
+  header->set_buffer_id(request->buffer_id());
+  header->set_device_id((*stored)->device_id);
+  header->set_dtype(static_cast<DType>(buffer.dtype()));
+  header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
+  header->set_size_bytes(bytes->size());
+  size_t offset = 0;
+  do {
+    size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes->size() - offset);
+    chunk.set_data(bytes->substr(offset, n));
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    chunk.clear_header();
+    offset += n;
+  } while (offset < bytes->size());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::DeleteBuffers(grpc::ServerContext* context,
+                                          const DeleteBuffersRequest* request,
+                                          DeleteBuffersResponse* response) {
+  std::vector<uint64_t> ids(request->buffer_ids().begin(), request->buffer_ids().end());
+  for (uint64_t id : buffers_->Delete(ids)) response->add_not_found(id);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Compile(grpc::ServerContext* context, const CompileRequest* request,
+                                    CompileResponse* response) {
+  auto result = executor_->Compile(*request);
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::Execute(grpc::ServerContext* context, const ExecuteRequest* request,
+                                    ExecuteResponse* response) {
+  return ToGrpcStatus(executor_->Execute(*request));
+}
+
+grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
+                                              const DeleteExecutablesRequest* request,
+                                              DeleteExecutablesResponse* response) {
+  std::vector<uint64_t> ids(request->executable_ids().begin(), request->executable_ids().end());
+  for (uint64_t id : executor_->Delete(ids)) response->add_not_found(id);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
+                                     WorkerStats* response) {
+  response->set_buffers(buffers_->size());
+  response->set_buffer_bytes(buffers_->bytes());
+  response->set_executables(executor_->size());
+  response->set_executions(executor_->executions());
+  return grpc::Status::OK;
+}
+
+}  // namespace switchyard::worker
