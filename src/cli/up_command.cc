@@ -118,13 +118,14 @@ class Cluster {
   std::map<pid_t, Child> children_;
 };
 
-// Polls the RM until `workers` hosts are healthy, the RM dies, or time runs out.
+// Polls the RM until `workers` hosts are healthy, the RM or `newest` dies, or time
+// runs out.
 bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
-                  absl::Time deadline) {
+                  const std::string& newest, absl::Time deadline) {
   auto stub = ResourceManager::NewStub(CreateChannel(rm_address));
   while (absl::Now() < deadline) {
     cluster->Reap();
-    if (!cluster->Running("rm")) return false;
+    if (!cluster->Running("rm") || !cluster->Running(newest)) return false;
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
     Fleet fleet;
@@ -144,6 +145,9 @@ bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
 
 int RunUp(const char* argv0) {
   SetLogProcessName("up");
+  // We fork while gRPC threads run; the children exec at once, so gRPC's fork
+  // handlers (which stall fork for seconds) are not needed.
+  setenv("GRPC_ENABLE_FORK_SUPPORT", "0", 1);
   sigset_t signals = HandledSignals();
   sigprocmask(SIG_BLOCK, &signals, nullptr);
 
@@ -180,14 +184,15 @@ int RunUp(const char* argv0) {
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   for (int i = 0; i < workers; ++i) {
     int port = worker_port == 0 ? 0 : worker_port + i;
-    cluster.Start(absl::StrCat("worker ", i),
+    const std::string name = absl::StrCat("worker ", i);
+    cluster.Start(name,
                   {"worker", absl::StrCat("--resource_manager_address=", rm_address),
                    absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
                    absl::StrCat("--slice_index=", i / hosts_per_slice),
                    absl::StrCat("--host_index=", i % hosts_per_slice),
                    absl::StrCat("--pjrt_plugin=", plugin),
                    absl::StrCat("--cpu_device_count=", devices)});
-    if (!WaitForFleet(&cluster, rm_address, i + 1, deadline)) {
+    if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));
       return 1;

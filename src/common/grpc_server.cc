@@ -32,6 +32,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
   args.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
+  // Peers restart in well under gRPC's default 1 s..120 s reconnect backoff; keep
+  // reconnects quick so a returning RM or worker is seen at once.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

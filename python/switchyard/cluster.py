@@ -1,0 +1,96 @@
+"""Start and stop a local Switchyard cluster (`switchyard up`) from Python."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import socket
+import subprocess
+import time
+
+_REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def find_binary() -> str:
+    """The `switchyard` binary: $SWITCHYARD_BIN, else the repository's build."""
+    path = os.environ.get("SWITCHYARD_BIN") or str(_REPO / "build" / "src" / "cli" / "switchyard")
+    if not os.access(path, os.X_OK):
+        raise FileNotFoundError(f"no switchyard binary at {path}: run ./dev build")
+    return path
+
+
+def find_plugin() -> str:
+    """The PJRT plugin: $SWITCHYARD_PJRT_PLUGIN, else the pinned CPU plugin wheel."""
+    path = os.environ.get("SWITCHYARD_PJRT_PLUGIN")
+    if path:
+        return path
+    import lammps_jax_pjrt_cpu
+
+    return str(lammps_jax_pjrt_cpu.PLUGIN_PATH)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LocalCluster:
+    """`with LocalCluster(workers=2, devices_per_worker=4) as c:` a running fleet.
+
+    Ports are picked free unless given. `c.rm_address` is the resource manager;
+    `c.status()` is the fleet as `switchyard status --json` prints it.
+    """
+
+    def __init__(self, workers: int = 2, devices_per_worker: int = 4, hosts_per_slice: int = 1,
+                 rm_port: int | None = None, startup_timeout_s: float = 120.0):
+        self.workers = workers
+        self.devices_per_worker = devices_per_worker
+        self.hosts_per_slice = hosts_per_slice
+        self.rm_port = rm_port or free_port()
+        self.rm_address = f"127.0.0.1:{self.rm_port}"
+        self._timeout = startup_timeout_s
+        self._process: subprocess.Popen | None = None
+
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        cmd = [find_binary(), "up", f"--workers={self.workers}",
+               f"--devices_per_worker={self.devices_per_worker}",
+               f"--hosts_per_slice={self.hosts_per_slice}", f"--rm_port={self.rm_port}",
+               "--worker_port=0", f"--pjrt_plugin={find_plugin()}",
+               f"--startup_timeout_s={int(self._timeout)}"]
+        self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + self._timeout
+        line = self._process.stdout.readline()  # blocks until ready, or EOF if up failed
+        if "local cluster ready" not in line or time.monotonic() > deadline:
+            self.stop()
+            raise RuntimeError(f"switchyard up did not start (said {line!r})")
+
+    def status(self) -> dict:
+        out = subprocess.run([find_binary(), "status", "--json",
+                              f"--resource_manager_address={self.rm_address}"],
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out)
+
+    def worker_addresses(self) -> list[str]:
+        return [host["address"] for s in self.status()["slices"] for host in s["hosts"]]
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        if self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
+        self._process = None
