@@ -1,0 +1,132 @@
+"""Fixtures for end-to-end tests: real `switchyard` processes on loopback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+import switchyard
+from switchyard.cluster import free_port
+
+
+class Process:
+    """A `switchyard` subprocess whose stderr is collected as it runs."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.args = args
+        self.proc = subprocess.Popen([switchyard.find_binary(), *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True,
+                                     env={**os.environ, **(env or {})})
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line)
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._cond:
+            return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """Waits for a line containing `text`; fails the test if the process exits first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                if self.proc.poll() is not None and not self._pump_alive():
+                    raise AssertionError(f"exited ({self.proc.returncode}) before {text!r}:\n"
+                                         + "".join(self.lines))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {text!r} within {timeout}s:\n" + "".join(self.lines))
+                self._cond.wait(min(left, 0.2))
+
+    def _pump_alive(self) -> bool:
+        return self.proc.stdout is not None and not self.proc.stdout.closed and \
+            self.proc.poll() is None
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        code = self.proc.wait(timeout=timeout)
+        time.sleep(0.05)  # let the pump take the last lines
+        return code
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture
+def spawn():
+    """spawn(args...) -> Process; every process is stopped at the end of the test."""
+    started: list[Process] = []
+
+    def _spawn(*args: str, env: dict | None = None) -> Process:
+        process = Process(list(args), env=env)
+        started.append(process)
+        return process
+
+    yield _spawn
+    for process in reversed(started):
+        process.stop()
+
+
+@pytest.fixture
+def plugin() -> str:
+    return switchyard.find_plugin()
+
+
+@pytest.fixture
+def rm(spawn):
+    """A running resource manager; `.address` is where it listens."""
+    port = free_port()
+    process = spawn("rm", f"--server_port={port}")
+    process.wait_for("resource manager listening")
+    process.address = f"127.0.0.1:{port}"
+    return process
+
+
+@pytest.fixture
+def start_worker(spawn, rm, plugin):
+    """start_worker(slice, host, port=0, devices=4, extra...) -> Process, registered."""
+
+    def _start(slice_index: int, host_index: int = 0, port: int = 0, devices: int = 4,
+               *extra: str, wait: bool = True) -> Process:
+        process = spawn("worker", f"--resource_manager_address={rm.address}",
+                        f"--server_port={port}", f"--slice_index={slice_index}",
+                        f"--host_index={host_index}", f"--pjrt_plugin={plugin}",
+                        f"--cpu_device_count={devices}", *extra)
+        if wait:
+            line = process.wait_for("worker serving on")
+            process.address = line.split("worker serving on ")[1].split()[0]
+            process.wait_for("registered with the resource manager")
+        return process
+
+    return _start
+
+
+def fleet(rm_address: str) -> dict:
+    import json
+
+    out = subprocess.run([switchyard.find_binary(), "status", "--json",
+                          f"--resource_manager_address={rm_address}"],
+                         check=True, capture_output=True, text=True, timeout=30).stdout
+    return json.loads(out)

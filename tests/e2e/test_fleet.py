@@ -1,0 +1,188 @@
+"""The fleet as real processes: registration, status, health after kill -9,
+stable device ids across restarts, and the errors a user can provoke."""
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+import switchyard
+from conftest import fleet
+from switchyard.cluster import free_port
+
+
+def hosts(rm_address):
+    return {(h["slice_index"], h["host_index"]): h
+            for s in fleet(rm_address)["slices"] for h in s["hosts"]}
+
+
+def device_ids(host):
+    return [int(d["global_id"]) for d in host["devices"]]
+
+
+def test_status_shows_two_slices_of_four_devices(rm, start_worker):
+    start_worker(0)
+    start_worker(1)
+    f = fleet(rm.address)
+    assert [s["slice_index"] for s in f["slices"]] == [0, 1]
+    for s in f["slices"]:
+        assert s["healthy"]
+        [host] = s["hosts"]
+        assert host["healthy"] and len(host["devices"]) == 4
+        assert host["plugin"]["platform_name"] == "cpu"
+        assert host["plugin"]["stablehlo_current_version"]
+    assert sorted(device_ids(f["slices"][0]["hosts"][0]) + device_ids(f["slices"][1]["hosts"][0])) \
+        == list(range(8))
+    table = subprocess.run([switchyard.find_binary(), "status",
+                            f"--resource_manager_address={rm.address}"],
+                           check=True, capture_output=True, text=True).stdout
+    assert "2 slices, 2 hosts (2 healthy), 8 devices" in table
+
+
+def test_killed_worker_is_unhealthy_within_5s_and_returns_with_same_ids(rm, start_worker):
+    start_worker(0)
+    victim = start_worker(1)
+    before = hosts(rm.address)[(1, 0)]
+    assert before["healthy"]
+
+    victim.proc.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    while hosts(rm.address)[(1, 0)]["healthy"]:
+        assert time.monotonic() - killed_at < 5, "still healthy 5 s after kill -9"
+        time.sleep(0.1)
+    assert hosts(rm.address)[(0, 0)]["healthy"]  # the other slice is untouched
+    rm.wait_for("is unhealthy: no heartbeat")
+
+    start_worker(1)  # a new process, a new port
+    after = hosts(rm.address)[(1, 0)]
+    assert after["healthy"]
+    assert device_ids(after) == device_ids(before)
+    assert after["address"] != before["address"]
+    assert int(after["registrations"]) == 2
+
+
+def test_duplicate_registration_is_refused(rm, start_worker):
+    holder = start_worker(0)
+    duplicate = start_worker(0, 0, 0, 4, wait=False)
+    assert duplicate.wait_exit() != 0
+    assert "already held by the live worker at " + holder.address in duplicate.output
+    assert hosts(rm.address)[(0, 0)]["address"] == holder.address
+
+
+def test_worker_retries_a_missing_rm_then_gives_up(spawn, plugin):
+    port = free_port()  # nothing listens here
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}", "--register_timeout_s=2")
+    worker.wait_for("not reachable (attempt 1")
+    assert worker.wait_exit() != 0
+    assert "retrying in" in worker.output
+    assert "gave up" in worker.output
+
+
+def test_worker_waits_for_an_rm_that_starts_later(spawn, plugin):
+    port = free_port()
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}")
+    worker.wait_for("not reachable")
+    spawn("rm", f"--server_port={port}")
+    worker.wait_for("registered with the resource manager", timeout=30)
+
+
+def test_worker_reregisters_after_rm_restart(spawn, plugin):
+    port = free_port()
+    rm = spawn("rm", f"--server_port={port}")
+    rm.wait_for("listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}")
+    worker.wait_for("registered with the resource manager")
+    rm.stop()
+    spawn("rm", f"--server_port={port}").wait_for("listening")
+    worker.wait_for("no longer knows this worker", timeout=30)
+    deadline = time.monotonic() + 30
+    while not hosts(f"127.0.0.1:{port}"):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("make_plugin,expected", [
+    (lambda tmp: str(tmp / "missing.so"), "does not exist"),
+    (lambda tmp: (tmp / "text.so").write_text("not ELF") and str(tmp / "text.so"),
+     "not a loadable shared library"),
+])
+def test_bad_plugin_is_a_clear_error(spawn, rm, tmp_path, make_plugin, expected):
+    worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                   f"--pjrt_plugin={make_plugin(tmp_path)}")
+    assert worker.wait_exit() == 1
+    assert expected in worker.output
+
+
+def test_library_that_is_not_a_pjrt_plugin(spawn, rm):
+    import ctypes.util
+    libz = None
+    for name in ("z", "m"):
+        found = ctypes.util.find_library(name)
+        if found:
+            libz = found
+            break
+    # find_library gives a soname; resolve it through the loader's own path list.
+    path = next(p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
+                            "/usr/lib64") if os.path.exists(p := os.path.join(d, libz)))
+    worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                   f"--pjrt_plugin={path}")
+    assert worker.wait_exit() == 1
+    assert "is not a PJRT plugin: it has no GetPjrtApi symbol" in worker.output
+
+
+def test_taken_port_is_a_clear_error(spawn, rm, plugin):
+    port = int(rm.address.split(":")[1])
+    worker = spawn("worker", f"--resource_manager_address={rm.address}", f"--server_port={port}",
+                   f"--pjrt_plugin={plugin}")
+    assert worker.wait_exit() == 1
+    assert "cannot listen on" in worker.output
+
+
+def test_cli_usage_errors(spawn):
+    assert spawn("frobnicate").wait_exit() == 2
+    bad_flag = spawn("rm", "--no_such_flag=1")
+    assert bad_flag.wait_exit() != 0
+    status = spawn("status", f"--resource_manager_address=127.0.0.1:{free_port()}")
+    assert status.wait_exit() == 1
+    assert "cannot reach the resource manager" in status.output
+
+
+def test_up_starts_a_fleet_and_leaves_no_orphans(spawn, plugin):
+    rm_port = free_port()
+    up = spawn("up", "--workers", "2", "--devices-per-worker", "4", f"--rm_port={rm_port}",
+               "--worker_port=0", f"--pjrt_plugin={plugin}")
+    up.wait_for("local cluster ready")
+    f = fleet(f"127.0.0.1:{rm_port}")
+    assert [len(s["hosts"][0]["devices"]) for s in f["slices"]] == [4, 4]
+    children = [int(h["pid"]) for s in f["slices"] for h in s["hosts"]]
+    up.proc.send_signal(signal.SIGINT)
+    assert up.wait_exit() == 0
+    for pid in children:
+        assert not os.path.exists(f"/proc/{pid}") or _is_zombie(pid), f"orphan {pid}"
+
+
+def test_up_killed_with_sigkill_takes_its_children_along(spawn, plugin):
+    rm_port = free_port()
+    up = spawn("up", "--workers=1", f"--rm_port={rm_port}", "--worker_port=0",
+               f"--pjrt_plugin={plugin}")
+    up.wait_for("local cluster ready")
+    pids = [int(h["pid"]) for s in fleet(f"127.0.0.1:{rm_port}")["slices"] for h in s["hosts"]]
+    up.proc.send_signal(signal.SIGKILL)
+    up.wait_exit()
+    deadline = time.monotonic() + 10
+    while any(os.path.exists(f"/proc/{p}") and not _is_zombie(p) for p in pids):
+        assert time.monotonic() < deadline, "children outlived a SIGKILLed `up`"
+        time.sleep(0.1)
+
+
+def _is_zombie(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
