@@ -6,6 +6,7 @@
 namespace switchyard::cli {
 
 int RunResourceManager();
+int RunProxy();
 int RunWorker();
 int RunStatus();
 int RunUp(const char* self_path);

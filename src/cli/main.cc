@@ -13,7 +13,8 @@
 #include "cli/flags.h"
 #include "common/logging.h"
 
-ABSL_FLAG(int, server_port, -1, "Port to serve on (rm: 29001, worker: 29005; 0 picks a free one)");
+ABSL_FLAG(int, server_port, -1,
+          "Port to serve on (proxy: 29000, rm: 29001, worker: 29005; 0 picks a free one)");
 ABSL_FLAG(std::string, listen_host, "127.0.0.1",
           "Address to listen on. Whoever reaches these ports can run programs on the hosts.");
 ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
@@ -29,9 +30,10 @@ usage: switchyard <command> [flags]
 
 commands:
   rm       the resource manager: fleet membership, device ids, health
+  proxy    the IFRT proxy a JAX client connects to (JAX_PLATFORMS=proxy)
   worker   one host: a PJRT plugin and its devices
   status   print the fleet as the resource manager sees it
-  up       a local cluster (rm + workers) in one command
+  up       a local cluster (rm + workers + proxy) in one command
 
 `switchyard <command> --help` lists the flags. Flag names take '-' or '_'.)";
 
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (command == "rm") return switchyard::cli::RunResourceManager();
+  if (command == "proxy") return switchyard::cli::RunProxy();
   if (command == "worker") return switchyard::cli::RunWorker();
   if (command == "status") return switchyard::cli::RunStatus();
   if (command == "up") return switchyard::cli::RunUp(argv[0]);

@@ -26,6 +26,7 @@ ABSL_FLAG(int, workers, 2, "up: number of workers");
 ABSL_FLAG(int, devices_per_worker, 4, "up: CPU devices per worker");
 ABSL_FLAG(int, hosts_per_slice, 1, "up: workers per slice (worker i is host i % n of slice i / n)");
 ABSL_FLAG(int, rm_port, 29001, "up: resource manager port");
+ABSL_FLAG(int, proxy_port, 29000, "up: proxy port (the JAX client's JAX_BACKEND_TARGET)");
 ABSL_FLAG(int, worker_port, 29005, "up: port of the first worker (+1 each); 0 picks free ports");
 ABSL_FLAG(int, startup_timeout_s, 120, "up: how long to wait for the cluster to come up");
 
@@ -141,6 +142,20 @@ bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
   return false;
 }
 
+// Waits until something accepts connections on host:port, or `name` exits.
+bool WaitForPort(Cluster* cluster, const std::string& name, const std::string& host, int port,
+                 absl::Time deadline) {
+  auto channel = CreateChannel(absl::StrCat(host, ":", port));
+  while (absl::Now() < deadline) {
+    cluster->Reap();
+    if (!cluster->Running(name)) return false;
+    if (channel->WaitForConnected(absl::ToChronoTime(absl::Now() + absl::Milliseconds(200)))) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 int RunUp(const char* argv0) {
@@ -198,11 +213,23 @@ int RunUp(const char* argv0) {
       return 1;
     }
   }
+  const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
+  cluster.Start("proxy", {"proxy", absl::StrCat("--server_port=", proxy_port),
+                          absl::StrCat("--listen_host=", host),
+                          absl::StrCat("--resource_manager_address=", rm_address)});
+  if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
+    SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
+    cluster.Stop(absl::Seconds(5));
+    return 1;
+  }
   std::printf(
       "switchyard: local cluster ready: resource manager %s, %d workers (%d slices), %d devices "
-      "each\n  switchyard status --resource_manager_address=%s\n",
+      "each\n"
+      "  JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://%s:%d "
+      "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS=true python your_program.py\n"
+      "  switchyard status --resource_manager_address=%s\n",
       rm_address.c_str(), workers, (workers + hosts_per_slice - 1) / hosts_per_slice, devices,
-      rm_address.c_str());
+      host.c_str(), proxy_port, rm_address.c_str());
   std::fflush(stdout);
 
   int exit_code = 0;
@@ -210,8 +237,8 @@ int RunUp(const char* argv0) {
     int signal = sigwaitinfo(&signals, nullptr);
     if (signal == SIGCHLD) {
       cluster.Reap();
-      if (!cluster.Running("rm")) {
-        SY_LOG(Error) << "the resource manager exited; stopping the cluster";
+      if (!cluster.Running("rm") || !cluster.Running("proxy")) {
+        SY_LOG(Error) << "the resource manager or the proxy exited; stopping the cluster";
         exit_code = 1;
         break;
       }

@@ -156,6 +156,25 @@ absl::StatusOr<Launch> Executable::Execute(
   return launch;
 }
 
+absl::StatusOr<std::string> Executable::OptimizedProgram() const {
+  const PJRT_Api* api = client_->api();
+  SY_ASSIGN_OR_RETURN(auto unloaded, GetUnloaded(api, executable_));
+  // Two calls: the first reports the size, the second fills our buffer.
+  Args<PJRT_Program> program;
+  Args<PJRT_Executable_OptimizedProgram_Args> args;
+  args->executable = unloaded->get();
+  args->program = program.get();
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Executable_OptimizedProgram, args.get()));
+  std::string code(program->code_size, '\0');
+  program->code = code.data();
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Executable_OptimizedProgram, args.get()));
+  std::string format(program->format, program->format_size);
+  if (format != "hlo_with_config") {
+    return absl::UnimplementedError("optimized program comes as '" + format + "'");
+  }
+  return code;
+}
+
 absl::StatusOr<std::string> Executable::Serialize() const {
   const PJRT_Api* api = client_->api();
   SY_ASSIGN_OR_RETURN(auto unloaded, GetUnloaded(api, executable_));

@@ -50,6 +50,10 @@ class Executable {
   // `device_ordinals()` order). Returns once the launch is enqueued.
   absl::StatusOr<Launch> Execute(const std::vector<std::vector<const Buffer*>>& arguments) const;
 
+  // The optimized program as a serialized HloModuleProtoWithConfig
+  // ("hlo_with_config"); UNIMPLEMENTED if the plugin does not offer it.
+  absl::StatusOr<std::string> OptimizedProgram() const;
+
   // Platform-specific bytes for `Client::Deserialize` (same plugin build only).
   absl::StatusOr<std::string> Serialize() const;
 

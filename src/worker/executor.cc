@@ -4,6 +4,7 @@
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
 #include "xla/compile_options.pb.h"
+#include "xla/hlo_module.pb.h"
 
 namespace switchyard::worker {
 
@@ -95,6 +96,23 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request)
     OutputSpec* out = response.add_outputs();
     out->set_dtype(static_cast<DType>(spec.dtype));
     out->mutable_dims()->Add(spec.dims.begin(), spec.dims.end());
+  }
+  // Shardings and aliasing come from the optimized module; a plugin without it
+  // leaves them empty and callers fall back to what they know.
+  if (auto optimized = executable->OptimizedProgram(); optimized.ok()) {
+    xla::HloModuleProtoWithConfig module;
+    if (module.ParseFromString(*optimized)) {
+      const xla::HloModuleProto& hlo = module.hlo_module();
+      if (hlo.has_spmd_output_sharding()) {
+        response.set_output_sharding(hlo.spmd_output_sharding().SerializeAsString());
+      }
+      for (const xla::OpSharding& sharding : hlo.spmd_parameters_shardings()) {
+        response.add_parameter_shardings(sharding.SerializeAsString());
+      }
+      for (const auto& entry : hlo.input_output_alias().entries()) {
+        response.add_donated_parameters(static_cast<int32_t>(entry.parameter_number()));
+      }
+    }
   }
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = executables_.try_emplace(request.executable_id(), std::move(executable));

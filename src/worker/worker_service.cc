@@ -154,6 +154,18 @@ grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::AwaitBuffers(grpc::ServerContext* context,
+                                         const AwaitBuffersRequest* request,
+                                         AwaitBuffersResponse* response) {
+  for (uint64_t id : request->buffer_ids()) {
+    auto stored = buffers_->Get(id);
+    if (!stored.ok()) return ToGrpcStatus(stored.status());
+    absl::Status ready = (*stored)->buffer->AwaitReady();
+    if (!ready.ok()) return ToGrpcStatus(ready);
+  }
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                                      WorkerStats* response) {
   response->set_buffers(buffers_->size());

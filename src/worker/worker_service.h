@@ -48,6 +48,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
   grpc::Status DeleteExecutables(grpc::ServerContext* context,
                                  const DeleteExecutablesRequest* request,
                                  DeleteExecutablesResponse* response) override;
+  grpc::Status AwaitBuffers(grpc::ServerContext* context, const AwaitBuffersRequest* request,
+                            AwaitBuffersResponse* response) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
 

@@ -1,0 +1,30 @@
+#include "absl/flags/flag.h"
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "common/logging.h"
+#include "common/signals.h"
+#include "proxy/proxy.h"
+
+namespace switchyard::cli {
+
+int RunProxy() {
+  SetLogProcessName("proxy");
+  BlockTerminationSignals();  // before any thread starts
+  proxy::ProxyOptions options;
+  options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  int port = absl::GetFlag(FLAGS_server_port);
+  options.port = port < 0 ? 29000 : port;
+  options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
+  auto server = proxy::ProxyServer::Start(options);
+  if (!server.ok()) {
+    SY_LOG(Error) << "cannot start: " << server.status();
+    return 1;
+  }
+  int signal = WaitForTerminationSignal();
+  SY_LOG(Info) << "signal " << signal << ": shutting down";
+  (*server)->Shutdown();
+  SY_LOG(Info) << "stopped";
+  return 0;
+}
+
+}  // namespace switchyard::cli

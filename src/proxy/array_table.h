@@ -1,0 +1,67 @@
+#pragma once
+
+// A session's arrays: client handle -> array (its shards on workers) or the error
+// that the request creating it hit, so later uses report that error.
+// Used from the session's request thread only.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proxy/fleet.h"
+#include "proxy/sharding.h"
+#include "switchyard/common.pb.h"
+
+namespace switchyard::proxy {
+
+// A buffer on a worker. Deleted on the worker when the last array using it lets go.
+class RemoteBuffer {
+ public:
+  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device)
+      : worker_(worker), id_(id), device_(device) {}
+  ~RemoteBuffer() { worker_->DeleteLater(id_); }
+  RemoteBuffer(const RemoteBuffer&) = delete;
+  RemoteBuffer& operator=(const RemoteBuffer&) = delete;
+
+  WorkerConnection* worker() const { return worker_; }
+  uint64_t id() const { return id_; }
+  int64_t device() const { return device_; }
+
+ private:
+  WorkerConnection* worker_;
+  uint64_t id_;
+  int64_t device_;
+};
+
+struct Array {
+  DType dtype = DTYPE_INVALID;
+  std::vector<int64_t> shape;
+  Sharding sharding;
+  // Parallel to `sharding.devices`; null where a device holds no shard.
+  std::vector<std::shared_ptr<RemoteBuffer>> shards;
+  bool deleted = false;
+};
+
+class ArrayTable {
+ public:
+  // INVALID_ARGUMENT for handle 0 or one in use.
+  absl::Status Add(uint64_t handle, std::shared_ptr<Array> array);
+  // Records that creating `handle` failed; uses of it return `error`.
+  void AddError(uint64_t handle, absl::Status error);
+  // NOT_FOUND for an unknown handle; the stored error for a failed one;
+  // FAILED_PRECONDITION for a deleted array.
+  absl::StatusOr<std::shared_ptr<Array>> Get(uint64_t handle) const;
+  // Like Get, but a deleted array is returned rather than an error.
+  absl::StatusOr<std::shared_ptr<Array>> GetEvenIfDeleted(uint64_t handle) const;
+  // Drops the handle; NOT_FOUND if unknown.
+  absl::Status Remove(uint64_t handle);
+  void Clear() { arrays_.clear(); }
+  size_t size() const { return arrays_.size(); }
+
+ private:
+  std::map<uint64_t, absl::StatusOr<std::shared_ptr<Array>>> arrays_;
+};
+
+}  // namespace switchyard::proxy

@@ -1,0 +1,122 @@
+#include "proxy/fleet.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_server.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace switchyard::proxy {
+namespace {
+
+constexpr absl::Duration kDeleteBatchPeriod = absl::Milliseconds(5);
+
+}  // namespace
+
+WorkerConnection::WorkerConnection(std::string address)
+    : address_(std::move(address)),
+      stub_(Worker::NewStub(CreateChannel(address_))),
+      flusher_([this] { FlushLoop(); }) {}
+
+WorkerConnection::~WorkerConnection() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stop_ = true;
+  }
+  flusher_.join();
+  Flush();
+}
+
+void WorkerConnection::DeleteLater(uint64_t buffer_id) {
+  absl::MutexLock lock(&mutex_);
+  pending_.push_back(buffer_id);
+}
+
+void WorkerConnection::Send(std::vector<uint64_t> ids) {
+  if (ids.empty()) return;
+  DeleteBuffersRequest request;
+  request.mutable_buffer_ids()->Add(ids.begin(), ids.end());
+  DeleteBuffersResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  grpc::Status status = stub_->DeleteBuffers(&context, request, &response);
+  if (!status.ok()) {
+    // A worker that is gone has freed its buffers with its process.
+    SY_LOG(Warning) << "deleting " << ids.size() << " buffers on " << address_
+                    << " failed: " << status.error_message();
+  }
+}
+
+void WorkerConnection::Flush() {
+  absl::MutexLock send_lock(&send_mutex_);
+  std::vector<uint64_t> ids;
+  {
+    absl::MutexLock lock(&mutex_);
+    ids.swap(pending_);
+  }
+  Send(std::move(ids));
+}
+
+void WorkerConnection::FlushLoop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mutex_);
+      mutex_.AwaitWithTimeout(absl::Condition(&stop_), kDeleteBatchPeriod);
+      if (stop_) return;
+    }
+    Flush();
+  }
+}
+
+Fleet::Fleet(std::string rm_address)
+    : rm_address_(std::move(rm_address)), rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {}
+
+absl::Status Fleet::Refresh() {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  switchyard::Fleet fleet;
+  absl::Status status = FromGrpcStatus(rm_->GetFleet(&context, GetFleetRequest(), &fleet));
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("cannot reach the resource manager at ",
+                                               rm_address_, ": ", status.message()));
+  }
+  std::map<int64_t, DeviceEntry> devices;
+  for (const SliceStatus& slice : fleet.slices()) {
+    for (const HostStatus& host : slice.hosts()) {
+      if (!host.healthy()) continue;
+      for (const DeviceInfo& device : host.devices()) {
+        devices[device.global_id()] = DeviceEntry{device, host.address(), host.plugin()};
+      }
+    }
+  }
+  if (devices.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("no healthy worker is registered with the resource manager at ", rm_address_));
+  }
+  absl::MutexLock lock(&mutex_);
+  devices_ = std::move(devices);
+  return absl::OkStatus();
+}
+
+std::vector<DeviceEntry> Fleet::Devices() const {
+  absl::MutexLock lock(&mutex_);
+  std::vector<DeviceEntry> out;
+  for (const auto& [id, entry] : devices_) out.push_back(entry);
+  return out;
+}
+
+absl::StatusOr<DeviceEntry> Fleet::Device(int64_t id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = devices_.find(id);
+  if (it == devices_.end()) return absl::NotFoundError(absl::StrCat("unknown device ", id));
+  return it->second;
+}
+
+WorkerConnection* Fleet::Connection(const std::string& address) {
+  absl::MutexLock lock(&mutex_);
+  auto& connection = connections_[address];
+  if (connection == nullptr) connection = std::make_unique<WorkerConnection>(address);
+  return connection.get();
+}
+
+}  // namespace switchyard::proxy

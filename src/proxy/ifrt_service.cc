@@ -1,0 +1,177 @@
+#include "proxy/ifrt_service.h"
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+#include "proxy/session.h"
+#include "proxy/version.h"
+
+namespace switchyard::proxy {
+namespace {
+
+namespace w = ::xla::ifrt::proxy;
+
+constexpr char kSessionMetadataKey[] = "ifrt-proxy-grpc-ifrt-session-metadata-bin";
+constexpr char kStoreMetadataKey[] = "ifrt-proxy-grpc-host-buffer-store-metadata-bin";
+constexpr size_t kLookupChunkBytes = 1 << 20;
+
+// The binary metadata value under `key`, parsed into `message`.
+template <typename Message>
+absl::Status ReadMetadata(const grpc::ServerContext& context, const char* key, Message* message) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(key);
+  if (it == metadata.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("missing gRPC metadata '", key, "'"));
+  }
+  if (!message->ParseFromArray(it->second.data(), static_cast<int>(it->second.size()))) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed gRPC metadata '", key, "'"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
+                                     const w::GrpcGetVersionRequest* request,
+                                     w::GrpcGetVersionResponse* response) {
+  auto chosen = ChooseVersion(
+      {request->min_version().protocol_version(), request->min_version().ifrt_serdes_version_number()},
+      {request->max_version().protocol_version(), request->max_version().ifrt_serdes_version_number()});
+  if (!chosen.ok()) {
+    SY_LOG(Warning) << "refused client " << context->peer() << ": " << chosen.status().message();
+    return ToGrpcStatus(chosen.status());
+  }
+  response->mutable_version()->set_protocol_version(chosen->protocol);
+  response->mutable_version()->set_ifrt_serdes_version_number(chosen->serdes);
+  return grpc::Status::OK;
+}
+
+grpc::Status IfrtService::IfrtSession(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream) {
+  w::GrpcIfrtSessionMetadata metadata;
+  absl::Status status = ReadMetadata(*context, kSessionMetadataKey, &metadata);
+  if (!status.ok()) return ToGrpcStatus(status);
+  const Version version{metadata.version().protocol_version(),
+                        metadata.version().ifrt_serdes_version_number()};
+  if (version.protocol < kProtocolMin || version.protocol > kProtocolMax) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("session asks for protocol version ", version.protocol, "; Switchyard speaks ",
+                     kProtocolMin, "..", kProtocolMax)));
+  }
+  auto store = std::make_shared<proxy::HostBufferStore>();
+  uint64_t session_id;
+  {
+    absl::MutexLock lock(&mutex_);
+    do {
+      session_id = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
+    } while (stores_.count(session_id) > 0);
+    stores_[session_id] = store;
+  }
+  // Registered before the first request, so host-buffer RPCs find it at once.
+  absl::Cleanup unregister = [&] {
+    store->Shutdown();
+    absl::MutexLock lock(&mutex_);
+    stores_.erase(session_id);
+  };
+  SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
+               << version.protocol << ", SerDes " << version.serdes << ")";
+  int64_t requests = 0;
+  {
+    Session session(session_id, version, fleet_, store);
+    w::IfrtRequest request;
+    while (stream->Read(&request)) {
+      ++requests;
+      w::IfrtResponse response = session.Process(request);
+      if (!stream->Write(response)) break;
+    }
+    SY_LOG(Info) << "session " << session_id << " ended after " << requests
+                 << " requests; freeing " << session.arrays() << " arrays";
+  }
+  return grpc::Status::OK;
+}
+
+std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(uint64_t session_id) const {
+  absl::MutexLock lock(&mutex_);
+  auto it = stores_.find(session_id);
+  return it == stores_.end() ? nullptr : it->second;
+}
+
+int64_t IfrtService::sessions() const {
+  absl::MutexLock lock(&mutex_);
+  return stores_.size();
+}
+
+grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
+                                          grpc::ServerReader<w::GrpcHostBufferStoreRequest>* reader,
+                                          w::GrpcHostBufferStoreResponse* response) {
+  w::GrpcHostBufferStoreMetadata metadata;
+  absl::Status status = ReadMetadata(*context, kStoreMetadataKey, &metadata);
+  if (!status.ok()) return ToGrpcStatus(status);
+  auto store = FindStore(metadata.session_id());
+  if (store == nullptr) {
+    return ToGrpcStatus(absl::NotFoundError(
+        absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
+  }
+  if (metadata.buffer_size() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
+  }
+  std::string data;
+  data.reserve(metadata.buffer_size());
+  w::GrpcHostBufferStoreRequest chunk;
+  while (reader->Read(&chunk)) {
+    if (static_cast<int64_t>(data.size() + chunk.data().size()) > metadata.buffer_size()) {
+      return ToGrpcStatus(absl::DataLossError("host buffer larger than its declared buffer_size"));
+    }
+    data.append(chunk.data());
+  }
+  if (static_cast<int64_t>(data.size()) != metadata.buffer_size()) {
+    return ToGrpcStatus(absl::DataLossError(absl::StrCat(
+        "host buffer ", metadata.handle(), " has ", data.size(), " of ", metadata.buffer_size(),
+        " bytes")));
+  }
+  return ToGrpcStatus(store->Store(metadata.handle(), std::move(data)));
+}
+
+grpc::Status IfrtService::HostBufferLookup(grpc::ServerContext* context,
+                                           const w::GrpcHostBufferLookupRequest* request,
+                                           grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
+  auto store = FindStore(request->session_id());
+  if (store == nullptr) {
+    return ToGrpcStatus(absl::NotFoundError(
+        absl::StrCat("Session id ", request->session_id(), " does not exist")));
+  }
+  auto data = store->Lookup(request->handle(), absl::ZeroDuration());
+  if (!data.ok()) return ToGrpcStatus(data.status());
+  const std::string& bytes = **data;
+  size_t offset = 0;
+  w::GrpcHostBufferLookupResponse chunk;
+  do {  // at least one message, even for an empty buffer
+    size_t n = std::min(kLookupChunkBytes, bytes.size() - offset);
+    chunk.set_data(bytes.data() + offset, n);
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    offset += n;
+  } while (offset < bytes.size());
+  return grpc::Status::OK;
+}
+
+grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
+                                           const w::GrpcHostBufferDeleteRequest* request,
+                                           w::GrpcHostBufferDeleteResponse* response) {
+  auto store = FindStore(request->session_id());
+  if (store == nullptr) {
+    return ToGrpcStatus(absl::NotFoundError(
+        absl::StrCat("Session id ", request->session_id(), " does not exist")));
+  }
+  return ToGrpcStatus(store->Delete(request->handle()));
+}
+
+grpc::Status IfrtService::HostBufferReadFromDisk(
+    grpc::ServerContext* context, const w::GrpcHostBufferReadFromDiskRequest* request,
+    w::GrpcHostBufferReadFromDiskResponse* response) {
+  return ToGrpcStatus(absl::UnimplementedError(
+      "HostBufferReadFromDisk (the shared-directory transfer optimization) is not supported; "
+      "unset IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"));
+}
+
+}  // namespace switchyard::proxy

@@ -1,0 +1,47 @@
+#include "proxy/proxy.h"
+
+#include "common/grpc_server.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "proxy/fleet.h"
+#include "proxy/ifrt_service.h"
+
+namespace switchyard::proxy {
+namespace {
+
+class ProxyServerImpl final : public ProxyServer {
+ public:
+  ProxyServerImpl(std::unique_ptr<Fleet> fleet, std::unique_ptr<IfrtService> service,
+                  StartedServer server)
+      : fleet_(std::move(fleet)), service_(std::move(service)), server_(std::move(server)) {}
+  ~ProxyServerImpl() override { Shutdown(); }
+
+  int port() const override { return server_.port; }
+
+  void Shutdown() override {
+    if (server_.server == nullptr) return;
+    // Sessions are long streams: cancel them rather than wait for clients to hang up.
+    server_.server->Shutdown(std::chrono::system_clock::now());
+    server_.server->Wait();
+    server_.server.reset();
+  }
+
+ private:
+  std::unique_ptr<Fleet> fleet_;
+  std::unique_ptr<IfrtService> service_;
+  StartedServer server_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptions& options) {
+  auto fleet = std::make_unique<Fleet>(options.resource_manager_address);
+  auto service = std::make_unique<IfrtService>(fleet.get());
+  SY_ASSIGN_OR_RETURN(StartedServer server,
+                      StartGrpcServer(options.listen_host, options.port, {service.get()}));
+  SY_LOG(Info) << "proxy listening on " << options.listen_host << ":" << server.port
+               << " (resource manager " << options.resource_manager_address << ")";
+  return std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));
+}
+
+}  // namespace switchyard::proxy

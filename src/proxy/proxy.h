@@ -1,0 +1,31 @@
+#pragma once
+
+// The proxy: serves the IFRT proxy protocol to stock JAX clients
+// (`JAX_PLATFORMS=proxy`) over the fleet the resource manager knows. This is the
+// component's only public header.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace switchyard::proxy {
+
+struct ProxyOptions {
+  std::string listen_host = "127.0.0.1";
+  int port = 29000;  // 0 picks a free port
+  std::string resource_manager_address = "127.0.0.1:29001";
+};
+
+class ProxyServer {
+ public:
+  // UNAVAILABLE if the port is taken.
+  static absl::StatusOr<std::unique_ptr<ProxyServer>> Start(const ProxyOptions& options);
+  virtual ~ProxyServer() = default;
+
+  virtual int port() const = 0;
+  // Stops serving; open sessions end and free what they hold. Idempotent.
+  virtual void Shutdown() = 0;
+};
+
+}  // namespace switchyard::proxy

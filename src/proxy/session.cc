@@ -1,0 +1,299 @@
+#include "proxy/session.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "proxy/ifrt_convert.h"
+#include "proxy/worker_calls.h"
+
+namespace switchyard::proxy {
+namespace {
+
+// Handles the server mints start here; the client's stay below (common/types.h in
+// the IFRT proxy: kServerGeneratedHandlesMinValue).
+constexpr uint64_t kServerHandlesMin = uint64_t{1} << 48;
+
+// The client-chosen handles a request creates; a failed request binds its error to them.
+std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request) {
+  std::vector<uint64_t> out;
+  auto add = [&](const auto& list) { out.insert(out.end(), list.begin(), list.end()); };
+  switch (request.request_case()) {
+    case wire::IfrtRequest::kMakeArrayFromHostBufferRequest: {
+      const auto& r = request.make_array_from_host_buffer_request();
+      out.push_back(r.has_array_handle() ? r.array_handle() : r.host_buffer_handle());
+      break;
+    }
+    case wire::IfrtRequest::kMakeArraysFromHostBufferShardsRequest:
+      add(request.make_arrays_from_host_buffer_shards_request().array_handles());
+      break;
+    case wire::IfrtRequest::kAssembleArrayFromSingleDeviceArraysRequest:
+      out.push_back(request.assemble_array_from_single_device_arrays_request().result_handle());
+      break;
+    case wire::IfrtRequest::kDisassembleIntoSingleDeviceArraysRequest:
+      add(request.disassemble_into_single_device_arrays_request().result_handles());
+      break;
+    case wire::IfrtRequest::kCopyArraysRequest:
+      add(request.copy_arrays_request().result_handles());
+      break;
+    case wire::IfrtRequest::kFullyReplicatedShardRequest:
+      out.push_back(request.fully_replicated_shard_request().result_handle());
+      break;
+    case wire::IfrtRequest::kRemapArraysRequest:
+      add(request.remap_arrays_request().result_handles());
+      break;
+    case wire::IfrtRequest::kReshardArraysRequest:
+      add(request.reshard_arrays_request().result_handles());
+      break;
+    case wire::IfrtRequest::kBitcastArraysRequest:
+      add(request.bitcast_arrays_request().result_handles());
+      break;
+    case wire::IfrtRequest::kMakeErrorArraysRequest:
+      add(request.make_error_arrays_request().array_handles());
+      break;
+    case wire::IfrtRequest::kLoadedExecutableExecuteRequest:
+      add(request.loaded_executable_execute_request().result_array_handle());
+      break;
+    default:
+      break;
+  }
+  out.erase(std::remove(out.begin(), out.end(), uint64_t{0}), out.end());
+  return out;
+}
+
+std::string RequestName(const wire::IfrtRequest& request) {
+  const auto* field =
+      wire::IfrtRequest::descriptor()->FindFieldByNumber(static_cast<int>(request.request_case()));
+  return field == nullptr ? absl::StrCat("request type ", request.request_case()) : field->name();
+}
+
+}  // namespace
+
+Executable::~Executable() {
+  if (worker != nullptr) DeleteExecutable(worker, worker_id);
+}
+
+Session::Session(uint64_t id, Version version, Fleet* fleet,
+                 std::shared_ptr<HostBufferStore> host_buffers)
+    : id_(id),
+      version_(version),
+      fleet_(fleet),
+      host_buffers_(std::move(host_buffers)),
+      next_handle_(kServerHandlesMin) {}
+
+Session::~Session() {
+  // Arrays release their worker buffers; executables their worker programs.
+  arrays_.Clear();
+  executables_.clear();
+  std::vector<WorkerConnection*> workers;
+  for (const auto& [id, device] : devices_) {
+    WorkerConnection* worker = fleet_->Connection(device.worker_address);
+    if (std::find(workers.begin(), workers.end(), worker) == workers.end()) workers.push_back(worker);
+  }
+  for (WorkerConnection* worker : workers) worker->Flush();
+}
+
+uint64_t Session::NewHandle() { return next_handle_++; }
+
+uint64_t Session::NewFuture(absl::Status status) {
+  uint64_t handle = NewHandle();
+  futures_[handle] = std::move(status);
+  return handle;
+}
+
+absl::StatusOr<const DeviceEntry*> Session::SessionDevice(int64_t id) const {
+  auto it = devices_.find(id);
+  if (it == devices_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("device ", id, " is not one of this session's"));
+  }
+  return &it->second;
+}
+
+absl::StatusOr<WorkerConnection*> Session::WorkerOf(int64_t device) {
+  absl::StatusOr<const DeviceEntry*> entry = SessionDevice(device);
+  if (!entry.ok()) return entry.status();
+  return fleet_->Connection((*entry)->worker_address);
+}
+
+wire::IfrtResponse Session::Process(const wire::IfrtRequest& request) {
+  wire::IfrtResponse response;
+  absl::Status status = Dispatch(request, &response);
+  response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+  if (status.ok()) {
+    response.mutable_response_metadata()->set_seq_num(seq_num_++);
+    return response;
+  }
+  for (uint64_t handle : CreatedHandles(request)) arrays_.AddError(handle, status);
+  wire::IfrtResponse failed;
+  failed.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+  *failed.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
+  return failed;
+}
+
+absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response) {
+  using R = wire::IfrtRequest;
+  switch (request.request_case()) {
+    case R::kInitRequest:
+      return HandleInit(response->mutable_init_response());
+    case R::kCheckFutureRequest:
+      response->mutable_check_future_response();
+      return HandleCheckFuture(request.check_future_request());
+    case R::kMakeArrayFromHostBufferRequest:
+      return HandleMakeArrayFromHostBuffer(request.make_array_from_host_buffer_request(),
+                                           response->mutable_make_array_from_host_buffer_response());
+    case R::kMakeArraysFromHostBufferShardsRequest:
+      return HandleMakeArraysFromHostBufferShards(
+          request.make_arrays_from_host_buffer_shards_request(),
+          response->mutable_make_arrays_from_host_buffer_shards_response());
+    case R::kAssembleArrayFromSingleDeviceArraysRequest:
+      return HandleAssemble(request.assemble_array_from_single_device_arrays_request(),
+                            response->mutable_assemble_array_from_single_device_arrays_response());
+    case R::kDisassembleIntoSingleDeviceArraysRequest:
+      return HandleDisassemble(
+          request.disassemble_into_single_device_arrays_request(),
+          response->mutable_disassemble_into_single_device_arrays_response());
+    case R::kFullyReplicatedShardRequest:
+      return HandleFullyReplicatedShard(request.fully_replicated_shard_request(),
+                                        response->mutable_fully_replicated_shard_response());
+    case R::kCopyArraysRequest:
+      return HandleCopyArrays(request.copy_arrays_request(),
+                              response->mutable_copy_arrays_response());
+    case R::kCopyToHostBufferRequest:
+      response->mutable_copy_to_host_buffer_response();
+      return HandleCopyToHostBuffer(request.copy_to_host_buffer_request());
+    case R::kCheckValueReadyRequest:
+      response->mutable_check_value_ready_response();
+      return HandleCheckValueReady(request.check_value_ready_request());
+    case R::kDeleteArrayRequest:
+      return HandleDeleteArray(request.delete_array_request(),
+                               response->mutable_delete_array_response());
+    case R::kDestructArrayRequest:
+      response->mutable_destruct_array_response();
+      return HandleDestructArray(request.destruct_array_request());
+    case R::kIsArrayDeletedRequest:
+      return HandleIsArrayDeleted(request.is_array_deleted_request(),
+                                  response->mutable_is_array_deleted_response());
+    case R::kGetDefaultLayoutRequest:
+      return HandleGetDefaultLayout(request.get_default_layout_request(),
+                                    response->mutable_get_default_layout_response());
+    case R::kCompileRequest:
+      return HandleCompile(request.compile_request(), response->mutable_compile_response());
+    case R::kLoadedExecutableMetadataRequest:
+      return HandleExecutableMetadata(request.loaded_executable_metadata_request(),
+                                      response->mutable_loaded_executable_metadata_response());
+    case R::kLoadedExecutableExecuteRequest:
+      return HandleExecute(request.loaded_executable_execute_request(),
+                           response->mutable_loaded_executable_execute_response());
+    case R::kLoadedExecutableDestructRequest:
+      response->mutable_loaded_executable_destruct_response();
+      return HandleExecutableDestruct(request.loaded_executable_destruct_request());
+    case R::kLoadedExecutableFetchExecuteResultRequest:
+      response->mutable_loaded_executable_fetch_execute_result_response();
+      return HandleFetchExecuteResult(request.loaded_executable_fetch_execute_result_request());
+    case R::kLoadedExecutableDeleteRequest:
+      // Deprecated by the protocol; the reference answers a failing future too.
+      response->mutable_loaded_executable_delete_response()->set_future_handle(
+          NewFuture(absl::UnimplementedError("LoadedExecutable::Delete is not supported")));
+      return absl::OkStatus();
+    case R::kLoadedExecutableIsDeletedRequest:
+      response->mutable_loaded_executable_is_deleted_response()->set_is_deleted(false);
+      return absl::OkStatus();
+    case R::kGetDefaultDeviceAssignmentRequest:
+      return HandleGetDefaultDeviceAssignment(
+          request.get_default_device_assignment_request(),
+          response->mutable_get_default_device_assignment_response());
+    case R::REQUEST_NOT_SET:
+      return absl::InvalidArgumentError("empty IfrtRequest: no request set");
+    default:
+      return absl::UnimplementedError(
+          absl::StrCat(RequestName(request), " is not supported by Switchyard"));
+  }
+}
+
+absl::Status Session::HandleInit(wire::InitResponse* response) {
+  if (!devices_.empty()) return absl::FailedPreconditionError("session already initialized");
+  absl::Status refreshed = fleet_->Refresh();
+  if (!refreshed.ok()) return refreshed;
+  std::string platform, platform_version;
+  PluginInfo plugin;
+  for (DeviceEntry& entry : fleet_->Devices()) {
+    if (platform.empty()) {
+      platform = entry.plugin.platform_name();
+      platform_version = entry.plugin.platform_version();
+      plugin = entry.plugin;
+    } else if (entry.plugin.platform_name() != platform) {
+      continue;  // one platform per session: the client lowers for one
+    }
+    devices_[entry.info.global_id()] = entry;
+  }
+  response->set_session_id(id_);
+  response->set_platform_name(platform);
+  response->set_platform_version(platform_version);
+  response->set_process_index(0);
+  response->set_runtime_type("pathways");
+  int32_t next_memory_id = 0;
+  for (const auto& [id, entry] : devices_) {
+    const DeviceInfo& info = entry.info;
+    wire::InitResponse::Device* device = response->add_all_devices();
+    device->set_id(static_cast<int32_t>(id));
+    device->set_local_device_id(static_cast<int32_t>(id));
+    device->set_local_hardware_id(info.local_hardware_id());
+    device->set_platform_name(platform);
+    device->set_device_kind(info.kind());
+    device->set_debug_string(absl::StrCat(platform, ":", id));
+    device->set_to_string(absl::StrCat("SwitchyardDevice(id=", id, ", slice=", info.slice_index(),
+                                       ", host=", info.host_index(), ")"));
+    auto* attributes = device->mutable_attributes();
+    SetAttribute(attributes, "slice_index", int64_t{info.slice_index()});
+    SetAttribute(attributes, "colocation_id",
+                 int64_t{info.slice_index()} * 1024 + info.host_index());
+    SetAttribute(attributes, "coords",
+                 std::vector<int64_t>{info.local_ordinal(), info.host_index(), 0});
+    SetAttribute(attributes, "core_on_chip", int64_t{0});
+    SetAttribute(attributes, "host", entry.worker_address);
+    for (const MemoryInfo& memory : info.memories()) {
+      wire::InitResponse::Memory* m = response->add_memories();
+      m->set_id(next_memory_id);
+      m->set_memory_space_kind(memory.kind());
+      m->add_device_ids(static_cast<int32_t>(id));
+      m->set_debug_string(absl::StrCat(memory.kind(), ":", id));
+      m->set_to_string(absl::StrCat("Memory(kind=", memory.kind(), ", device=", id, ")"));
+      device->add_memory_ids(next_memory_id);
+      if (memory.kind() == info.default_memory_kind()) device->set_default_memory_id(next_memory_id);
+      ++next_memory_id;
+    }
+    if (!device->has_default_memory_id() && device->memory_ids_size() > 0) {
+      device->set_default_memory_id(device->memory_ids(0));
+    }
+    response->add_addressable_device_ids(static_cast<int32_t>(id));
+    response->add_primary_device_ids(static_cast<int32_t>(id));
+  }
+  auto* attributes = response->mutable_client_attributes();
+  SetAttribute(attributes, "serialize_with_sdy", true);
+  SetAttribute(attributes, "supports_executable_serialization", false);
+  SetAttribute(attributes, "xla_version", plugin.xla_version());
+  SetAttribute(attributes, "pjrt_c_api_major_version", int64_t{plugin.pjrt_api_major()});
+  SetAttribute(attributes, "pjrt_c_api_minor_version", int64_t{plugin.pjrt_api_minor()});
+  std::vector<int64_t> stablehlo;
+  for (absl::string_view part : absl::StrSplit(plugin.stablehlo_current_version(), '.')) {
+    int64_t value = 0;
+    if (absl::SimpleAtoi(part, &value)) stablehlo.push_back(value);
+  }
+  if (stablehlo.size() == 3) SetAttribute(attributes, "stablehlo_current_version", stablehlo);
+  SY_LOG(Info) << "session " << id_ << ": " << devices_.size() << " " << platform
+               << " devices, protocol " << version_.protocol << ", SerDes " << version_.serdes;
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleCheckFuture(const wire::CheckFutureRequest& request) {
+  auto it = futures_.find(request.future_handle());
+  if (it == futures_.end()) {
+    return absl::NotFoundError(absl::StrCat("Unknown future handle: ", request.future_handle()));
+  }
+  absl::Status status = std::move(it->second);
+  futures_.erase(it);
+  return status;
+}
+
+}  // namespace switchyard::proxy

@@ -1,0 +1,123 @@
+#pragma once
+
+// One client's session: the IFRT proxy requests of one `IfrtSession` stream, in
+// order, against the fleet. Holds the client's arrays, executables and futures;
+// destroying the session frees everything it put on workers.
+// Called from the session's stream thread only.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "ifrt/ifrt_service.pb.h"
+#include "proxy/array_table.h"
+#include "proxy/fleet.h"
+#include "proxy/host_buffer_store.h"
+#include "proxy/version.h"
+#include "xla/xla_data.pb.h"
+
+namespace switchyard::proxy {
+
+namespace wire = ::xla::ifrt::proxy;
+
+// A program compiled on a worker.
+struct Executable {
+  WorkerConnection* worker = nullptr;
+  uint64_t worker_id = 0;
+  std::string name;
+  std::vector<int64_t> devices;  // launch order, global ids
+  std::vector<DType> output_dtypes;
+  std::vector<std::vector<int64_t>> output_shard_dims;  // per device
+  std::vector<switchyard::xla::OpSharding> output_shardings;
+  std::vector<switchyard::xla::OpSharding> parameter_shardings;
+  std::vector<int> donated_parameters;
+  bool shardings_known = false;
+
+  ~Executable();
+};
+
+class Session {
+ public:
+  Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Answers one request. Never fails: errors travel in the response's status.
+  wire::IfrtResponse Process(const wire::IfrtRequest& request);
+
+  uint64_t id() const { return id_; }
+  size_t arrays() const { return arrays_.size(); }
+
+ private:
+  absl::Status Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response);
+
+  // Requests, one handler each (session.cc, session_arrays.cc, session_executables.cc).
+  absl::Status HandleInit(wire::InitResponse* response);
+  absl::Status HandleCheckFuture(const wire::CheckFutureRequest& request);
+  absl::Status HandleMakeArrayFromHostBuffer(const wire::MakeArrayFromHostBufferRequest& request,
+                                             wire::MakeArrayFromHostBufferResponse* response);
+  absl::Status HandleMakeArraysFromHostBufferShards(
+      const wire::MakeArraysFromHostBufferShardsRequest& request,
+      wire::MakeArraysFromHostBufferShardsResponse* response);
+  absl::Status HandleAssemble(const wire::AssembleArrayFromSingleDeviceArraysRequest& request,
+                              wire::AssembleArrayFromSingleDeviceArraysResponse* response);
+  absl::Status HandleDisassemble(const wire::DisassembleIntoSingleDeviceArraysRequest& request,
+                                 wire::DisassembleIntoSingleDeviceArraysResponse* response);
+  absl::Status HandleFullyReplicatedShard(const wire::FullyReplicatedShardRequest& request,
+                                          wire::FullyReplicatedShardResponse* response);
+  absl::Status HandleCopyArrays(const wire::CopyArraysRequest& request,
+                                wire::CopyArraysResponse* response);
+  absl::Status HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request);
+  absl::Status HandleCheckValueReady(const wire::CheckValueReadyRequest& request);
+  absl::Status HandleDeleteArray(const wire::DeleteArrayRequest& request,
+                                 wire::DeleteArrayResponse* response);
+  absl::Status HandleDestructArray(const wire::DestructArrayRequest& request);
+  absl::Status HandleIsArrayDeleted(const wire::IsArrayDeletedRequest& request,
+                                    wire::IsArrayDeletedResponse* response);
+  absl::Status HandleGetDefaultLayout(const wire::GetDefaultLayoutRequest& request,
+                                      wire::GetDefaultLayoutResponse* response);
+  absl::Status HandleCompile(const wire::CompileRequest& request, wire::CompileResponse* response);
+  absl::Status HandleExecutableMetadata(const wire::LoadedExecutableMetadataRequest& request,
+                                        wire::LoadedExecutableMetadataResponse* response);
+  absl::Status HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
+                             wire::LoadedExecutableExecuteResponse* response);
+  absl::Status HandleExecutableDestruct(const wire::LoadedExecutableDestructRequest& request);
+  absl::Status HandleFetchExecuteResult(const wire::LoadedExecutableFetchExecuteResultRequest& request);
+  absl::Status HandleGetDefaultDeviceAssignment(
+      const wire::GetDefaultDeviceAssignmentRequest& request,
+      wire::GetDefaultDeviceAssignmentResponse* response);
+
+  // Helpers.
+  uint64_t NewHandle();
+  uint64_t NewFuture(absl::Status status);
+  absl::StatusOr<const DeviceEntry*> SessionDevice(int64_t id) const;
+  absl::StatusOr<WorkerConnection*> WorkerOf(int64_t device);
+  // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
+  absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,
+                                                      Sharding sharding, const std::string& host,
+                                                      const std::vector<int64_t>& byte_strides);
+  // Gathers an array's shards into one host array laid out by `byte_strides`.
+  absl::StatusOr<std::string> FetchArray(const Array& array,
+                                         const std::vector<int64_t>& byte_strides);
+  // Copies one shard to another device (through the proxy for now).
+  absl::StatusOr<std::shared_ptr<RemoteBuffer>> CopyShard(const Array& array, size_t index,
+                                                          int64_t to_device);
+  absl::StatusOr<std::shared_ptr<Executable>> GetExecutable(uint64_t handle) const;
+
+  const uint64_t id_;
+  const Version version_;
+  Fleet* fleet_;
+  std::shared_ptr<HostBufferStore> host_buffers_;
+  std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
+  ArrayTable arrays_;
+  std::map<uint64_t, std::shared_ptr<Executable>> executables_;
+  std::map<uint64_t, absl::Status> futures_;
+  uint64_t next_handle_;
+  int64_t seq_num_ = 0;
+};
+
+}  // namespace switchyard::proxy

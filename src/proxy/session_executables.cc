@@ -1,0 +1,311 @@
+// Session handlers for programs: compile on the owning worker, metadata, launch.
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "proxy/ifrt_convert.h"
+#include "proxy/session.h"
+#include "proxy/worker_calls.h"
+#include "xla/compile_options.pb.h"
+
+namespace switchyard::proxy {
+namespace {
+
+using switchyard::xla::OpSharding;
+
+constexpr char kXlaProgram[] = "xla::ifrt::XlaProgram";
+constexpr char kXlaCompileOptions[] = "xla::ifrt::XlaCompileOptions";
+
+// The devices a program runs on, in launch order (replica-major, as XLA numbers
+// logical devices), from its compile options.
+absl::StatusOr<std::vector<int64_t>> ProgramDevices(const std::string& compile_options) {
+  switchyard::xla::CompileOptionsProto options;
+  if (!options.ParseFromString(compile_options)) {
+    return absl::InvalidArgumentError("compile options are not a CompileOptionsProto");
+  }
+  const auto& assignment = options.executable_build_options().device_assignment();
+  std::vector<int64_t> devices;
+  const int replicas = assignment.replica_count();
+  const int computations = assignment.computation_count();
+  if (computations != assignment.computation_devices_size()) {
+    return absl::InvalidArgumentError("device assignment is inconsistent");
+  }
+  for (int r = 0; r < replicas; ++r) {
+    for (int c = 0; c < computations; ++c) {
+      const auto& ids = assignment.computation_devices(c).replica_device_ids();
+      if (r >= ids.size()) return absl::InvalidArgumentError("device assignment is inconsistent");
+      devices.push_back(ids[r]);
+    }
+  }
+  return devices;
+}
+
+// One sharding per output, from the module's (tuple) output sharding.
+std::vector<OpSharding> SplitOutputSharding(const OpSharding& sharding, size_t outputs) {
+  if (sharding.type() == OpSharding::TUPLE) {
+    return {sharding.tuple_shardings().begin(), sharding.tuple_shardings().end()};
+  }
+  return std::vector<OpSharding>(outputs, sharding);
+}
+
+OpSharding Replicated() {
+  OpSharding op;
+  op.set_type(OpSharding::REPLICATED);
+  return op;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Executable>> Session::GetExecutable(uint64_t handle) const {
+  auto it = executables_.find(handle);
+  if (it == executables_.end()) {
+    return absl::NotFoundError(absl::StrCat("Unknown loaded executable handle: ", handle));
+  }
+  return it->second;
+}
+
+absl::Status Session::HandleCompile(const wire::CompileRequest& request,
+                                    wire::CompileResponse* response) {
+  if (request.program().type_name() != kXlaProgram) {
+    return absl::UnimplementedError(absl::StrCat("Switchyard compiles XLA programs only, not '",
+                                                 request.program().type_name(), "'"));
+  }
+  if (request.host_callbacks_size() > 0) {
+    return absl::UnimplementedError("host callbacks are not supported");
+  }
+  if (request.compile_options().type_name() != kXlaCompileOptions) {
+    return absl::UnimplementedError(absl::StrCat("unsupported compile options type '",
+                                                 request.compile_options().type_name(), "'"));
+  }
+  ::xla::ifrt::XlaCompileOptionsProto options;
+  if (!options.ParseFromString(request.compile_options().data())) {
+    return absl::InvalidArgumentError("malformed XlaCompileOptions");
+  }
+  SY_ASSIGN_OR_RETURN(std::vector<int64_t> devices, ProgramDevices(options.compile_options()));
+  if (devices.empty()) {
+    if (devices_.empty()) return absl::FailedPreconditionError("session has no devices");
+    devices.push_back(devices_.begin()->first);
+  }
+  std::set<std::string> workers;
+  for (int64_t device : devices) {
+    SY_ASSIGN_OR_RETURN(const DeviceEntry* entry, SessionDevice(device));
+    workers.insert(entry->worker_address);
+  }
+  if (workers.size() > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","), "] span ",
+        workers.size(), " workers (", absl::StrJoin(workers, ", "),
+        "); the CPU PJRT plugin has no collectives across processes, so one program must run "
+        "within one worker. Use a mesh of one slice's devices, and move data between slices."));
+  }
+  SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(devices[0]));
+  CompileRequest compile;
+  compile.set_executable_id(NewWorkerObjectId());
+  compile.set_program(request.program().data());
+  compile.set_format("mlir");
+  compile.set_compile_options(options.compile_options());
+  compile.mutable_device_ids()->Add(devices.begin(), devices.end());
+  SY_ASSIGN_OR_RETURN(CompileResponse compiled, Compile(worker, compile));
+
+  auto executable = std::make_shared<Executable>();
+  executable->worker = worker;
+  executable->worker_id = compile.executable_id();
+  executable->name = compiled.name();
+  executable->devices.assign(compiled.device_ids().begin(), compiled.device_ids().end());
+  for (const OutputSpec& output : compiled.outputs()) {
+    executable->output_dtypes.push_back(output.dtype());
+    executable->output_shard_dims.emplace_back(output.dims().begin(), output.dims().end());
+  }
+  const size_t outputs = executable->output_dtypes.size();
+  if (executable->devices.size() == 1) {
+    executable->output_shardings.assign(outputs, Replicated());
+    executable->shardings_known = true;
+  } else if (!compiled.output_sharding().empty()) {
+    OpSharding sharding;
+    if (sharding.ParseFromString(compiled.output_sharding())) {
+      executable->output_shardings = SplitOutputSharding(sharding, outputs);
+      executable->shardings_known = executable->output_shardings.size() == outputs;
+    }
+  }
+  for (const std::string& bytes : compiled.parameter_shardings()) {
+    OpSharding sharding;
+    if (sharding.ParseFromString(bytes)) executable->parameter_shardings.push_back(sharding);
+  }
+  executable->donated_parameters.assign(compiled.donated_parameters().begin(),
+                                        compiled.donated_parameters().end());
+
+  const uint64_t handle = NewHandle();
+  executables_[handle] = executable;
+  response->set_loaded_executable_handle(handle);
+  response->set_name(executable->name);
+  response->set_num_devices(static_cast<int32_t>(executable->devices.size()));
+  for (int64_t device : executable->devices) {
+    response->add_device_ids(static_cast<int32_t>(device));
+    response->add_addressable_device_ids(static_cast<int32_t>(device));
+  }
+  response->set_ready_future_handle(NewFuture(absl::OkStatus()));
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetadataRequest& request,
+                                               wire::LoadedExecutableMetadataResponse* response) {
+  SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
+  const size_t outputs = executable->output_dtypes.size();
+  if (executable->shardings_known) {
+    auto* shardings = response->mutable_output_shardings();
+    for (const OpSharding& sharding : executable->output_shardings) *shardings->add_shardings() = sharding;
+  }
+  if (!executable->parameter_shardings.empty()) {
+    auto* shardings = response->mutable_parameter_shardings();
+    for (const OpSharding& sharding : executable->parameter_shardings) {
+      *shardings->add_shardings() = sharding;
+    }
+  }
+  auto* layouts = response->mutable_output_layouts_list();
+  for (size_t o = 0; o < outputs; ++o) {
+    auto* layout = layouts->add_layouts();
+    for (int d = static_cast<int>(executable->output_shard_dims[o].size()) - 1; d >= 0; --d) {
+      layout->add_minor_to_major(d);
+    }
+  }
+  *response->mutable_parameter_layouts_error() =
+      ToStatusProto(absl::UnimplementedError("parameter layouts are the defaults"));
+  auto* kinds = response->mutable_output_memory_kinds()->add_memory_kind_lists();
+  for (size_t o = 0; o < outputs; ++o) kinds->add_memory_kinds("device");
+  auto* donated = response->mutable_donated_input_indices();
+  for (int index : executable->donated_parameters) donated->add_donated_input_indices(index);
+  *response->mutable_compiled_memory_stats_error() =
+      ToStatusProto(absl::UnimplementedError("compiled memory stats are not reported"));
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
+                                    wire::LoadedExecutableExecuteResponse* response) {
+  SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
+  const size_t num_devices = executable->devices.size();
+  const size_t outputs = executable->output_dtypes.size();
+  if (request.result_array_handle_size() != 0 &&
+      static_cast<size_t>(request.result_array_handle_size()) != outputs) {
+    return absl::InvalidArgumentError(absl::StrCat("the executable has ", outputs, " outputs; ",
+                                                   request.result_array_handle_size(),
+                                                   " result handles were given"));
+  }
+  if (num_devices > 1 && !executable->shardings_known) {
+    return absl::UnimplementedError(
+        "the worker's plugin did not report output shardings for this multi-device program");
+  }
+  // Arguments: for each launch device, the shard of each argument on that device.
+  std::vector<std::shared_ptr<Array>> args;
+  ExecuteRequest launch;
+  launch.set_executable_id(executable->worker_id);
+  for (size_t d = 0; d < num_devices; ++d) launch.add_arguments();
+  for (int i = 0; i < request.args_handles_size(); ++i) {
+    SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.args_handles(i)));
+    for (size_t d = 0; d < num_devices; ++d) {
+      const int64_t device = executable->devices[d];
+      const auto& list = array->sharding.devices;
+      auto it = std::find(list.begin(), list.end(), device);
+      const size_t index = it - list.begin();
+      if (it == list.end() || array->shards[index] == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "argument ", i, " has no shard on device ", device, " where executable '",
+            executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
+      }
+      launch.mutable_arguments(d)->add_ids(array->shards[index]->id());
+    }
+    args.push_back(std::move(array));
+  }
+  // Outputs: one worker buffer per (device, output).
+  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(outputs);
+  for (size_t d = 0; d < num_devices; ++d) {
+    BufferIdList* ids = launch.add_outputs();
+    for (size_t o = 0; o < outputs; ++o) {
+      const uint64_t id = NewWorkerObjectId();
+      ids->add_ids(id);
+      buffers[o].push_back(
+          std::make_shared<RemoteBuffer>(executable->worker, id, executable->devices[d]));
+    }
+  }
+  absl::Status launched = Execute(executable->worker, launch);
+  if (!launched.ok()) return launched;
+  // Donated arguments are consumed by the launch.
+  std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
+                              request.execute_options().non_donatable_input_indices().end());
+  for (int index : executable->donated_parameters) {
+    if (index < static_cast<int>(args.size()) && !non_donatable.count(index)) {
+      args[index]->deleted = true;
+      args[index]->shards.clear();
+    }
+  }
+  for (size_t o = 0; o < outputs; ++o) {
+    auto array = std::make_shared<Array>();
+    array->dtype = executable->output_dtypes[o];
+    if (num_devices == 1) {
+      array->sharding = SingleDevice(executable->devices[0]);
+      array->shape = executable->output_shard_dims[o];
+    } else {
+      array->sharding.devices = executable->devices;
+      array->sharding.op = executable->output_shardings[o];
+      array->shape = GlobalShape(array->sharding.op, executable->output_shard_dims[o]);
+    }
+    array->shards = std::move(buffers[o]);
+    const uint64_t handle =
+        request.result_array_handle_size() > 0 ? request.result_array_handle(o) : NewHandle();
+    wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
+    *output->mutable_dtype() = ToDTypeProto(array->dtype);
+    *output->mutable_shape() = ToShapeProto(array->shape);
+    *output->mutable_sharding() = ToProto(array->sharding);
+    output->set_array_handle(handle);
+    SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
+  }
+  if (request.execute_options().fill_status()) {
+    // Launch errors surface through the outputs; the status future resolves at once.
+    const uint64_t status_handle =
+        request.result_status_handle() != 0 ? request.result_status_handle() : NewHandle();
+    futures_[status_handle] = absl::OkStatus();
+    response->set_status_handle(status_handle);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleExecutableDestruct(
+    const wire::LoadedExecutableDestructRequest& request) {
+  if (executables_.erase(request.loaded_executable_handle()) == 0) {
+    return absl::NotFoundError(
+        absl::StrCat("Unknown loaded executable handle: ", request.loaded_executable_handle()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleFetchExecuteResult(
+    const wire::LoadedExecutableFetchExecuteResultRequest& request) {
+  wire::CheckFutureRequest check;
+  check.set_future_handle(request.result_status_handle());
+  return HandleCheckFuture(check);
+}
+
+absl::Status Session::HandleGetDefaultDeviceAssignment(
+    const wire::GetDefaultDeviceAssignmentRequest& request,
+    wire::GetDefaultDeviceAssignmentResponse* response) {
+  const uint64_t replicas = request.num_replicas();
+  const uint64_t partitions = request.num_partitions();
+  if (replicas == 0 || partitions == 0 || replicas * partitions > devices_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot assign ", replicas, " replicas x ",
+                                                   partitions, " partitions to ", devices_.size(),
+                                                   " devices"));
+  }
+  std::vector<int64_t> ids;
+  for (const auto& [id, entry] : devices_) ids.push_back(id);
+  auto* assignment = response->mutable_device_assignment();
+  assignment->set_replica_count(static_cast<int32_t>(replicas));
+  assignment->set_computation_count(static_cast<int32_t>(partitions));
+  for (uint64_t p = 0; p < partitions; ++p) {
+    auto* computation = assignment->add_computation_devices();
+    for (uint64_t r = 0; r < replicas; ++r) computation->add_replica_device_ids(ids[r * partitions + p]);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace switchyard::proxy

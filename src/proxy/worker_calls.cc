@@ -1,0 +1,122 @@
+#include "proxy/worker_calls.h"
+
+#include <algorithm>
+#include <atomic>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_status.h"
+#include "common/limits.h"
+
+namespace switchyard::proxy {
+namespace {
+
+constexpr absl::Duration kTransferTimeout = absl::Minutes(10);
+constexpr absl::Duration kCompileTimeout = absl::Minutes(30);
+constexpr absl::Duration kCallTimeout = absl::Minutes(1);
+
+void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
+  context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+// Names the worker in the error, keeping the code.
+absl::Status Annotate(const absl::Status& status, WorkerConnection* worker) {
+  if (status.ok()) return status;
+  if (absl::IsUnavailable(status)) {
+    return absl::UnavailableError(
+        absl::StrCat("worker ", worker->address(), " is unreachable: ", status.message()));
+  }
+  return status;
+}
+
+}  // namespace
+
+uint64_t NewWorkerObjectId() {
+  // Random high bits keep ids of two proxies (or a restarted one) apart on a worker.
+  static std::atomic<uint64_t> next{[] {
+    absl::BitGen random;
+    return (absl::Uniform<uint64_t>(random, 1, uint64_t{1} << 23) << 40) | 1;
+  }()};
+  return next.fetch_add(1);
+}
+
+absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
+                       const std::vector<int64_t>& dims, const std::string& data) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kTransferTimeout);
+  PutBufferResponse response;
+  auto writer = worker->stub()->PutBuffer(&context, &response);
+  PutBufferChunk chunk;
+  BufferHeader* header = chunk.mutable_header();
+  header->set_buffer_id(buffer_id);
+  header->set_device_id(device);
+  header->set_dtype(dtype);
+  header->mutable_dims()->Add(dims.begin(), dims.end());
+  header->set_size_bytes(data.size());
+  size_t offset = 0;
+  do {
+    size_t n = std::min<size_t>(limits::kBufferChunkBytes, data.size() - offset);
+    chunk.set_data(data.data() + offset, n);
+    if (!writer->Write(chunk)) break;  // the status below says why
+    chunk.clear_header();
+    offset += n;
+  } while (offset < data.size());
+  writer->WritesDone();
+  return Annotate(FromGrpcStatus(writer->Finish()), worker);
+}
+
+absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_id) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kTransferTimeout);
+  GetBufferRequest request;
+  request.set_buffer_id(buffer_id);
+  auto reader = worker->stub()->GetBuffer(&context, request);
+  GetBufferChunk chunk;
+  std::string data;
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) data.reserve(chunk.header().size_bytes());
+    data.append(chunk.data());
+  }
+  absl::Status status = Annotate(FromGrpcStatus(reader->Finish()), worker);
+  if (!status.ok()) return status;
+  return data;
+}
+
+absl::Status AwaitBuffers(WorkerConnection* worker, const std::vector<uint64_t>& buffer_ids) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kTransferTimeout);
+  AwaitBuffersRequest request;
+  request.mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
+  AwaitBuffersResponse response;
+  return Annotate(FromGrpcStatus(worker->stub()->AwaitBuffers(&context, request, &response)),
+                  worker);
+}
+
+absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kCompileTimeout);
+  CompileResponse response;
+  absl::Status status =
+      Annotate(FromGrpcStatus(worker->stub()->Compile(&context, request, &response)), worker);
+  if (!status.ok()) return status;
+  return response;
+}
+
+absl::Status Execute(WorkerConnection* worker, const ExecuteRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kCallTimeout);
+  ExecuteResponse response;
+  return Annotate(FromGrpcStatus(worker->stub()->Execute(&context, request, &response)), worker);
+}
+
+void DeleteExecutable(WorkerConnection* worker, uint64_t executable_id) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kCallTimeout);
+  DeleteExecutablesRequest request;
+  request.add_executable_ids(executable_id);
+  DeleteExecutablesResponse response;
+  (void)worker->stub()->DeleteExecutables(&context, request, &response);
+}
+
+}  // namespace switchyard::proxy
