@@ -124,14 +124,20 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     executable->shardings_known = true;
   } else if (!compiled.output_sharding().empty()) {
     OpSharding sharding;
-    if (sharding.ParseFromString(compiled.output_sharding())) {
-      executable->output_shardings = SplitOutputSharding(sharding, outputs);
-      executable->shardings_known = executable->output_shardings.size() == outputs;
+    if (!sharding.ParseFromString(compiled.output_sharding())) {
+      return absl::InternalError("worker sent a malformed output sharding");
     }
+    SY_ASSIGN_OR_RETURN(sharding, ToTileForm(sharding));
+    executable->output_shardings = SplitOutputSharding(sharding, outputs);
+    executable->shardings_known = executable->output_shardings.size() == outputs;
   }
   for (const std::string& bytes : compiled.parameter_shardings()) {
     OpSharding sharding;
-    if (sharding.ParseFromString(bytes)) executable->parameter_shardings.push_back(sharding);
+    if (!sharding.ParseFromString(bytes)) {
+      return absl::InternalError("worker sent a malformed parameter sharding");
+    }
+    SY_ASSIGN_OR_RETURN(sharding, ToTileForm(sharding));
+    executable->parameter_shardings.push_back(std::move(sharding));
   }
   executable->donated_parameters.assign(compiled.donated_parameters().begin(),
                                         compiled.donated_parameters().end());

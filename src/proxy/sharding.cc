@@ -70,7 +70,106 @@ absl::StatusOr<std::vector<int64_t>> TileAssignment(const OpSharding& op) {
   return out;
 }
 
+absl::StatusOr<OpSharding> NamedToTileForm(const switchyard::xla::NamedShardingProto& named) {
+  OpSharding out;
+  if (named.tuple_shardings_size() > 0) {
+    out.set_type(OpSharding::TUPLE);
+    for (const auto& element : named.tuple_shardings()) {
+      absl::StatusOr<OpSharding> converted = NamedToTileForm(element);
+      if (!converted.ok()) return converted.status();
+      *out.add_tuple_shardings() = *std::move(converted);
+    }
+    return out;
+  }
+  if (named.unreduced_axes_size() > 0) {
+    return absl::UnimplementedError("shardings with unreduced axes are not supported");
+  }
+  const auto& mesh = named.mesh();
+  std::vector<int64_t> sizes;
+  for (const auto& axis : mesh.axes()) sizes.push_back(axis.size());
+  const int64_t devices = std::accumulate(sizes.begin(), sizes.end(), int64_t{1},
+                                          std::multiplies<int64_t>());
+  std::vector<int64_t> ids(mesh.device_ids().begin(), mesh.device_ids().end());
+  if (ids.empty()) {
+    ids.resize(devices);
+    std::iota(ids.begin(), ids.end(), 0);
+  }
+  if (sizes.empty()) {  // maximal: one device runs it all
+    out.set_type(OpSharding::MAXIMAL);
+    out.add_tile_assignment_devices(ids.empty() ? 0 : ids[0]);
+    return out;
+  }
+  if (static_cast<int64_t>(ids.size()) != devices) {
+    return absl::InvalidArgumentError("mesh device ids do not match its axes");
+  }
+  std::vector<int> perm;  // mesh axes in tile order: sharding axes first, then the rest
+  std::vector<int64_t> tile_dims;
+  std::vector<bool> used(sizes.size(), false);
+  for (const auto& dim : named.dim_shardings()) {
+    int64_t tiles = 1;
+    for (const auto& ref : dim.axes()) {
+      if (ref.has_sub_axis_info()) return absl::UnimplementedError("sub-axis shardings are not supported");
+      const int64_t index = ref.mesh_axis_index();
+      if (index < 0 || index >= static_cast<int64_t>(sizes.size()) || used[index]) {
+        return absl::InvalidArgumentError("bad mesh axis reference in a named sharding");
+      }
+      used[index] = true;
+      perm.push_back(static_cast<int>(index));
+      tiles *= sizes[index];
+    }
+    tile_dims.push_back(tiles);
+  }
+  int64_t replicated = 1;
+  for (size_t a = 0; a < sizes.size(); ++a) {
+    if (!used[a]) {
+      perm.push_back(static_cast<int>(a));
+      replicated *= sizes[a];
+    }
+  }
+  if (replicated == devices) {
+    out.set_type(OpSharding::REPLICATED);
+    return out;
+  }
+  out.set_type(OpSharding::OTHER);
+  for (int64_t t : tile_dims) out.add_tile_assignment_dimensions(t);
+  if (replicated > 1) {
+    out.add_tile_assignment_dimensions(replicated);
+    out.set_replicate_on_last_tile_dim(true);
+  }
+  // Device grid shaped like the mesh, transposed into tile order, flattened.
+  std::vector<int64_t> strides(sizes.size());
+  int64_t stride = 1;
+  for (int a = static_cast<int>(sizes.size()) - 1; a >= 0; --a) {
+    strides[a] = stride;
+    stride *= sizes[a];
+  }
+  std::vector<int64_t> position(perm.size(), 0);
+  for (int64_t n = 0; n < devices; ++n) {
+    int64_t source = 0;
+    for (size_t k = 0; k < perm.size(); ++k) source += position[k] * strides[perm[k]];
+    out.add_tile_assignment_devices(ids[source]);
+    for (int k = static_cast<int>(perm.size()) - 1; k >= 0; --k) {
+      if (++position[k] < sizes[perm[k]]) break;
+      position[k] = 0;
+    }
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<OpSharding> ToTileForm(const OpSharding& op) {
+  if (op.has_named_sharding()) return NamedToTileForm(op.named_sharding());
+  if (op.type() != OpSharding::TUPLE) return op;
+  OpSharding out = op;
+  out.clear_tuple_shardings();
+  for (const OpSharding& element : op.tuple_shardings()) {
+    absl::StatusOr<OpSharding> converted = ToTileForm(element);
+    if (!converted.ok()) return converted.status();
+    *out.add_tuple_shardings() = *std::move(converted);
+  }
+  return out;
+}
 
 bool Sharding::IsFullyReplicated() const {
   if (single_device || op.type() == OpSharding::REPLICATED) return true;
@@ -103,7 +202,9 @@ absl::StatusOr<Sharding> ParseSharding(const ::xla::ifrt::ShardingProto& proto) 
     }
     out.devices = Devices(hlo.devices());
     if (hlo.has_memory_kind()) out.memory_kind = hlo.memory_kind();
-    out.op = hlo.xla_op_sharding();
+    absl::StatusOr<OpSharding> op = ToTileForm(hlo.xla_op_sharding());
+    if (!op.ok()) return op.status();
+    out.op = *std::move(op);
   } else if (type == kConcreteEven) {
     ::xla::ifrt::ConcreteEvenShardingProto even;
     if (!even.ParseFromString(serialized.data())) {

@@ -39,6 +39,11 @@ struct ShardLayout {
 absl::StatusOr<ShardLayout> LayoutShards(const Sharding& sharding,
                                          const std::vector<int64_t>& shape);
 
+// The same sharding in XLA's tile form: a Shardy named sharding (`named_sharding`)
+// becomes REPLICATED, MAXIMAL, OTHER or TUPLE. UNIMPLEMENTED for sub-axes and
+// unreduced axes.
+absl::StatusOr<switchyard::xla::OpSharding> ToTileForm(const switchyard::xla::OpSharding& op);
+
 // The global shape of an array whose shards (one per device) have `shard_shape`.
 std::vector<int64_t> GlobalShape(const switchyard::xla::OpSharding& op,
                                  const std::vector<int64_t>& shard_shape);
