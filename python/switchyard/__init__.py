@@ -1,15 +1,18 @@
 """Switchyard: a single-controller runtime for JAX.
 
+`initialize()` points JAX at a Switchyard proxy (`JAX_PLATFORMS=proxy`);
 `LocalCluster` starts a local fleet (`switchyard up`); `WorkerClient` speaks a
-worker's own API (used by tests and examples until a program goes through the
-proxy); `lower_portable` turns a jitted function into what a worker compiles.
+worker's own API directly; `lower_portable` turns a jitted function into what a
+worker compiles.
 """
 
+from switchyard.backend import initialize
 from switchyard.cluster import LocalCluster, find_binary, find_plugin
 from switchyard.programs import Program, lower_portable
 from switchyard.worker_client import WorkerClient, WorkerError
 
 __all__ = [
+    "initialize",
     "LocalCluster",
     "Program",
     "WorkerClient",

@@ -40,17 +40,22 @@ def free_port() -> int:
 class LocalCluster:
     """`with LocalCluster(workers=2, devices_per_worker=4) as c:` a running fleet.
 
-    Ports are picked free unless given. `c.rm_address` is the resource manager;
-    `c.status()` is the fleet as `switchyard status --json` prints it.
+    Ports are picked free unless given. `c.target` is what JAX connects to
+    (`JAX_BACKEND_TARGET`), `c.env()` the environment a client process needs,
+    `c.rm_address` the resource manager, and `c.status()` the fleet as
+    `switchyard status --json` prints it.
     """
 
     def __init__(self, workers: int = 2, devices_per_worker: int = 4, hosts_per_slice: int = 1,
-                 rm_port: int | None = None, startup_timeout_s: float = 120.0):
+                 rm_port: int | None = None, proxy_port: int | None = None,
+                 startup_timeout_s: float = 120.0):
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
         self.rm_port = rm_port or free_port()
         self.rm_address = f"127.0.0.1:{self.rm_port}"
+        self.proxy_port = proxy_port or free_port()
+        self.target = f"grpc://127.0.0.1:{self.proxy_port}"
         self._timeout = startup_timeout_s
         self._process: subprocess.Popen | None = None
 
@@ -64,7 +69,7 @@ class LocalCluster:
     def start(self) -> None:
         cmd = [find_binary(), "up", f"--workers={self.workers}",
                f"--devices_per_worker={self.devices_per_worker}",
-               f"--hosts_per_slice={self.hosts_per_slice}", f"--rm_port={self.rm_port}",
+               f"--hosts_per_slice={self.hosts_per_slice}", f"--rm_port={self.rm_port}", f"--proxy_port={self.proxy_port}",
                "--worker_port=0", f"--pjrt_plugin={find_plugin()}",
                f"--startup_timeout_s={int(self._timeout)}"]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
@@ -73,6 +78,11 @@ class LocalCluster:
         if "local cluster ready" not in line or time.monotonic() > deadline:
             self.stop()
             raise RuntimeError(f"switchyard up did not start (said {line!r})")
+
+    def env(self) -> dict:
+        """Environment variables for a JAX client process of this cluster."""
+        return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": self.target,
+                "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
 
     def status(self) -> dict:
         out = subprocess.run([find_binary(), "status", "--json",

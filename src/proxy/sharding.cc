@@ -90,14 +90,16 @@ absl::StatusOr<OpSharding> NamedToTileForm(const switchyard::xla::NamedShardingP
   const int64_t devices = std::accumulate(sizes.begin(), sizes.end(), int64_t{1},
                                           std::multiplies<int64_t>());
   std::vector<int64_t> ids(mesh.device_ids().begin(), mesh.device_ids().end());
+  if (sizes.empty()) {
+    // An empty mesh with one device id is maximal on it; without ids it places
+    // nothing, which XLA treats as replicated.
+    out.set_type(ids.empty() ? OpSharding::REPLICATED : OpSharding::MAXIMAL);
+    if (!ids.empty()) out.add_tile_assignment_devices(ids[0]);
+    return out;
+  }
   if (ids.empty()) {
     ids.resize(devices);
     std::iota(ids.begin(), ids.end(), 0);
-  }
-  if (sizes.empty()) {  // maximal: one device runs it all
-    out.set_type(OpSharding::MAXIMAL);
-    out.add_tile_assignment_devices(ids.empty() ? 0 : ids[0]);
-    return out;
   }
   if (static_cast<int64_t>(ids.size()) != devices) {
     return absl::InvalidArgumentError("mesh device ids do not match its axes");

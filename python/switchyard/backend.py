@@ -1,0 +1,47 @@
+"""Registers the `proxy` JAX backend that talks to a Switchyard proxy.
+
+What `pathwaysutils.initialize()` does for Pathways, without its other patches:
+`switchyard.initialize()` before the first JAX call, with `JAX_PLATFORMS=proxy`
+and `JAX_BACKEND_TARGET=grpc://host:29000` (or `target=`).
+"""
+
+from __future__ import annotations
+
+import os
+
+_initialized = False
+
+
+def initialize(target: str | None = None, connection_timeout_s: int | None = None) -> None:
+    """Makes `jax` use the Switchyard proxy at `target` (default `$JAX_BACKEND_TARGET`)."""
+    global _initialized
+    # The proxy client uses ALTS (GCP only) unless told otherwise; Switchyard serves
+    # plain gRPC, so say so before the client connects.
+    os.environ.setdefault("IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", "true")
+    import jax
+    from jax.extend import backend
+    from jax.extend.backend import ifrt_proxy
+
+    if target is not None:
+        if "://" not in target:
+            target = "grpc://" + target
+        jax.config.update("jax_backend_target", target)
+    if not jax.config.jax_platforms:
+        jax.config.update("jax_platforms", "proxy")
+    if _initialized:
+        return
+
+    def make_client():
+        options = ifrt_proxy.ClientConnectionOptions()
+        if connection_timeout_s is not None:
+            options.connection_timeout_in_seconds = int(connection_timeout_s)
+        address = jax.config.read("jax_backend_target")
+        if not address:
+            raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
+        return ifrt_proxy.get_client(address, options)
+
+    backend.register_backend_factory("proxy", make_client, priority=-1)
+    # The workers keep their own compilation cache; the client's would try to
+    # serialize proxy executables, which the proxy client cannot do.
+    jax.config.update("jax_enable_compilation_cache", False)
+    _initialized = True

@@ -1,0 +1,215 @@
+"""A JAX client for the end-to-end tests: runs named checks through a Switchyard
+proxy and compares each result with JAX's own CPU backend in the same process.
+
+    python proxy_client.py --init pathwaysutils|switchyard CHECK [CHECK ...]
+
+Exits non-zero on the first failing check. The environment gives JAX_BACKEND_TARGET.
+"""
+
+import argparse
+import sys
+
+import numpy as np
+
+CHECKS = {}
+
+
+def check(fn):
+    CHECKS[fn.__name__] = fn
+    return fn
+
+
+def jax_modules():
+    import jax
+    import jax.numpy as jnp
+    return jax, jnp
+
+
+def on_both(fn, *args, rtol=1e-5, atol=1e-6):
+    """Runs jit(fn) on proxy device 0 and on the local CPU; asserts they agree."""
+    jax, _ = jax_modules()
+    proxy, cpu = jax.devices()[0], jax.devices("cpu")[0]
+    remote = jax.jit(fn)(*[jax.device_put(a, proxy) for a in args])
+    local = jax.jit(fn)(*[jax.device_put(a, cpu) for a in args])
+    for r, l in zip(jax.tree_util.tree_leaves(remote), jax.tree_util.tree_leaves(local)):
+        assert r.dtype == l.dtype and r.shape == l.shape, (r.dtype, r.shape, l.dtype, l.shape)
+        assert next(iter(r.devices())).client.runtime_type == "proxy/pathways"
+        np.testing.assert_allclose(np.asarray(r, dtype=np.float64) if r.dtype.kind == "V" else np.asarray(r),
+                                   np.asarray(l), rtol=rtol, atol=atol)
+    return remote
+
+
+@check
+def devices():
+    jax, _ = jax_modules()
+    devs = jax.devices()
+    assert len(devs) == 8, devs
+    assert sorted({d.slice_index for d in devs}) == [0, 1]
+    assert [d.slice_index for d in devs] == [0] * 4 + [1] * 4
+    assert jax.process_index() == 0
+    assert devs[0].client.runtime_type == "proxy/pathways"
+    assert devs[0].platform == "cpu"
+    assert len({d.id for d in devs}) == 8
+
+
+@check
+def programs():
+    jax, jnp = jax_modules()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 16)).astype(np.float32)
+    w = rng.normal(size=(16, 4)).astype(np.float32)
+    on_both(lambda a: jnp.sin(a) * 2 + jnp.exp(-a ** 2), x)
+    on_both(lambda a, b: a @ b, x, w, rtol=1e-4)
+    on_both(lambda a: (a.sum(), a.max(axis=0), jnp.mean(a, axis=1), jnp.argmax(a, axis=1)), x)
+    on_both(jax.grad(lambda p, a: jnp.sum(jnp.tanh(a @ p) ** 2)), w, x, rtol=1e-4)
+    on_both(jax.vmap(lambda row: jnp.dot(row, row)), x, rtol=1e-4)
+    on_both(lambda a: jax.lax.scan(lambda c, r: (c + r.sum(), c), 0.0, a), x, rtol=1e-4)
+    on_both(lambda n: jax.lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 2), (0, 1)),
+            np.int32(10))
+    on_both(lambda p, a: jax.lax.cond(p > 0, lambda v: v * 2, lambda v: v - 1, a), np.float32(1), x)
+    on_both(lambda p, a: jax.lax.cond(p > 0, lambda v: v * 2, lambda v: v - 1, a), np.float32(-1), x)
+    on_both(lambda k: jax.random.normal(jax.random.wrap_key_data(k), (5, 3)),
+            np.asarray(jax.random.key_data(jax.random.key(42))))
+
+
+@check
+def dtypes():
+    _, jnp = jax_modules()
+    import ml_dtypes
+    for dtype in (np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.int8, np.uint8, np.bool_):
+        a = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
+        if dtype == np.bool_:
+            on_both(lambda v: jnp.logical_not(v) | v[::-1], a)
+        else:
+            on_both(lambda v: v * 2 + v[::-1], a, rtol=1e-2)
+
+
+@check
+def x64():
+    jax, jnp = jax_modules()
+    jax.config.update("jax_enable_x64", True)
+    try:
+        a = np.linspace(0, 1, 7, dtype=np.float64)
+        r = on_both(lambda v: v * np.float64(1e-300) / np.float64(1e-300) + 1, a, rtol=0, atol=0)
+        assert r.dtype == np.float64
+        i = np.arange(5, dtype=np.int64) * (1 << 40)
+        r = on_both(lambda v: v + (1 << 41), i, rtol=0, atol=0)
+        assert r.dtype == np.int64
+    finally:
+        jax.config.update("jax_enable_x64", False)
+
+
+@check
+def scalars_and_empty():
+    _, jnp = jax_modules()
+    on_both(lambda s: s * 3 + 1, np.float32(2.5))
+    on_both(lambda z: z + 1, np.zeros((0, 4), np.float32))
+    on_both(lambda z: jnp.sum(z), np.zeros((0,), np.float32))
+
+
+@check
+def large_round_trip():
+    jax, _ = jax_modules()
+    a = np.random.default_rng(1).integers(0, 255, size=256 << 20, dtype=np.uint8)  # 256 MiB
+    x = jax.device_put(a, jax.devices()[5])
+    back = np.asarray(x)
+    assert np.array_equal(back, a)
+
+
+@check
+def sharded():
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+    a = np.arange(32, dtype=np.float32).reshape(8, 4)
+    x = jax.device_put(a, NamedSharding(mesh, P("x")))
+    assert [s.data.shape for s in x.addressable_shards] == [(2, 4)] * 4
+    assert np.array_equal(np.asarray(x), a)
+    y = jax.jit(lambda v: jnp.sin(v) * 2)(x)
+    assert y.sharding.spec == P("x"), y.sharding
+    np.testing.assert_allclose(np.asarray(y), np.sin(a) * 2, rtol=1e-6)
+    total = jax.jit(lambda v: v.sum())(x)
+    np.testing.assert_allclose(float(total), a.sum())
+    f = jax.jit(jax.shard_map(lambda v: jax.lax.psum(v, "x"), mesh=mesh, in_specs=P("x"),
+                              out_specs=P()))
+    np.testing.assert_allclose(np.asarray(f(x)), a.reshape(4, 2, 4).sum(axis=0))
+    replicated = jax.device_put(a, NamedSharding(mesh, P()))
+    np.testing.assert_array_equal(np.asarray(replicated + 1), a + 1)
+    mesh2 = Mesh(np.array(jax.devices()[4:]).reshape(2, 2), ("a", "b"))
+    z = jax.device_put(a, NamedSharding(mesh2, P("b", "a")))
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v.T)(z)), a.T)
+
+
+@check
+def cross_slice():
+    jax, jnp = jax_modules()
+    devs = jax.devices()
+    a = jax.device_put(np.arange(6, dtype=np.float32), devs[1])
+    b = jax.device_put(a, devs[6])
+    assert b.devices() == {devs[6]} and b.devices().pop().slice_index == 1
+    c = jax.jit(lambda v: v * 10)(b)
+    assert c.devices() == {devs[6]}
+    np.testing.assert_array_equal(np.asarray(c), np.arange(6) * 10)
+
+
+@check
+def donation_and_delete():
+    jax, jnp = jax_modules()
+    dev = jax.devices()[2]
+    a = jax.device_put(np.ones(4, np.float32), dev)
+    b = jax.jit(lambda v: v + 1, donate_argnums=0)(a)
+    np.testing.assert_array_equal(np.asarray(b), np.full(4, 2.0))
+    assert a.is_deleted()
+    c = jax.device_put(np.ones(3, np.float32), dev)
+    c.delete()
+    assert c.is_deleted()
+    try:
+        np.asarray(c)
+    except RuntimeError as e:
+        assert "deleted" in str(e), e
+    else:
+        raise AssertionError("using a deleted array did not fail")
+    np.testing.assert_array_equal(np.asarray(b + 1), np.full(4, 3.0))
+
+
+@check
+def span_is_unimplemented():
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()), ("x",))
+    x = jax.device_put(np.arange(8, dtype=np.float32), NamedSharding(mesh, P("x")))
+    try:
+        jax.jit(lambda v: v * 2)(x).block_until_ready()
+    except Exception as e:
+        assert "UNIMPLEMENTED" in str(e) and "span 2 workers" in str(e), e
+    else:
+        raise AssertionError("a program across two CPU workers did not fail")
+    # The session stays usable.
+    np.testing.assert_array_equal(np.asarray(jnp.arange(3) + 1), [1, 2, 3])
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--init", choices=["pathwaysutils", "switchyard"], required=True)
+    parser.add_argument("checks", nargs="*")
+    args = parser.parse_args()
+    import jax
+    jax.config.update("jax_platforms", "proxy,cpu")
+    if args.init == "pathwaysutils":
+        import pathwaysutils
+        pathwaysutils.initialize()
+    else:
+        import switchyard
+        switchyard.initialize()
+    for name in args.checks or list(CHECKS):
+        CHECKS[name]()
+        print(f"PASS {name}", flush=True)
+    import gc
+    jax.clear_caches()
+    gc.collect()
+    jax.extend.backend.clear_backends()
+
+
+if __name__ == "__main__":
+    import jax.extend.backend  # noqa: F401
+    sys.exit(main())
