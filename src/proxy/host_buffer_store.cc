@@ -1,6 +1,9 @@
 #include "proxy/host_buffer_store.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 namespace switchyard::proxy {
 
@@ -17,16 +20,24 @@ absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
 }
 
 absl::StatusOr<std::shared_ptr<const std::string>> HostBufferStore::Lookup(
-    uint64_t handle, absl::Duration timeout) {
+    uint64_t handle, absl::Duration timeout, const std::function<bool()>& cancelled) {
+  const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mutex_);
   auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return shutdown_ || buffers_.count(handle) > 0;
   };
-  mutex_.AwaitWithTimeout(absl::Condition(&arrived), timeout);
-  auto it = buffers_.find(handle);
-  if (it != buffers_.end()) return it->second;
-  if (shutdown_) return absl::CancelledError("session is shutting down");
-  return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
+  while (true) {
+    auto it = buffers_.find(handle);
+    if (it != buffers_.end()) return it->second;
+    if (shutdown_ || (cancelled && cancelled())) {
+      return absl::CancelledError("session is shutting down");
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
+    }
+    mutex_.AwaitWithTimeout(absl::Condition(&arrived), std::min(left, absl::Milliseconds(100)));
+  }
 }
 
 absl::Status HostBufferStore::Delete(uint64_t handle) {

@@ -5,6 +5,7 @@
 // host-buffer RPCs run on different threads.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,9 +21,10 @@ class HostBufferStore {
   // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`.
   absl::Status Store(uint64_t handle, std::string data) ABSL_LOCKS_EXCLUDED(mutex_);
   // Waits up to `timeout` for the handle to be stored. NOT_FOUND when it does not
-  // arrive in time; CANCELLED if the store shuts down meanwhile.
-  absl::StatusOr<std::shared_ptr<const std::string>> Lookup(uint64_t handle,
-                                                            absl::Duration timeout)
+  // arrive in time; CANCELLED if the store shuts down or `cancelled()` turns true
+  // meanwhile (checked every 100 ms).
+  absl::StatusOr<std::shared_ptr<const std::string>> Lookup(
+      uint64_t handle, absl::Duration timeout, const std::function<bool()>& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND for an unknown handle.
   absl::Status Delete(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);

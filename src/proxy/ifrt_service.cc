@@ -78,7 +78,7 @@ grpc::Status IfrtService::IfrtSession(
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
   {
-    Session session(session_id, version, fleet_, store);
+    Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); });
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       ++requests;

@@ -75,11 +75,12 @@ Executable::~Executable() {
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,
-                 std::shared_ptr<HostBufferStore> host_buffers)
+                 std::shared_ptr<HostBufferStore> host_buffers, std::function<bool()> cancelled)
     : id_(id),
       version_(version),
       fleet_(fleet),
       host_buffers_(std::move(host_buffers)),
+      cancelled_(std::move(cancelled)),
       next_handle_(kServerHandlesMin) {}
 
 Session::~Session() {

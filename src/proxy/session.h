@@ -6,6 +6,7 @@
 // Called from the session's stream thread only.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,7 +42,9 @@ struct Executable {
 
 class Session {
  public:
-  Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers);
+  // `cancelled` says whether the client has gone; long waits check it.
+  Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers,
+          std::function<bool()> cancelled);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -112,6 +115,7 @@ class Session {
   const Version version_;
   Fleet* fleet_;
   std::shared_ptr<HostBufferStore> host_buffers_;
+  std::function<bool()> cancelled_;
   std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
   ArrayTable arrays_;
   std::map<uint64_t, std::shared_ptr<Executable>> executables_;

@@ -84,7 +84,7 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
     wire::MakeArrayFromHostBufferResponse* response) {
   const uint64_t handle =
       request.has_array_handle() ? request.array_handle() : request.host_buffer_handle();
-  SY_ASSIGN_OR_RETURN(auto host, host_buffers_->Lookup(request.host_buffer_handle(), kHostBufferWait));
+  SY_ASSIGN_OR_RETURN(auto host, host_buffers_->Lookup(request.host_buffer_handle(), kHostBufferWait, cancelled_));
   (void)host_buffers_->Delete(request.host_buffer_handle());
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
@@ -117,7 +117,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     for (int b = 0; b < spec.host_buffers_size(); ++b) {
       const auto& buffer = spec.host_buffers(b);
       SY_ASSIGN_OR_RETURN(auto host,
-                          host_buffers_->Lookup(buffer.host_buffer_handle(), kHostBufferWait));
+                          host_buffers_->Lookup(buffer.host_buffer_handle(), kHostBufferWait, cancelled_));
       (void)host_buffers_->Delete(buffer.host_buffer_handle());
       const std::vector<int64_t> shard_shape = FromShapeProto(buffer.shape());
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};

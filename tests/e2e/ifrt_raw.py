@@ -1,0 +1,78 @@
+"""A raw IFRT proxy protocol client for tests that must send what JAX never would:
+malformed bytes, unknown handles, requests out of order. Generates the Python
+modules of proto/ifrt at import time."""
+
+import pathlib
+import queue
+import subprocess
+import sys
+import tempfile
+
+import grpc
+
+_ROOT = pathlib.Path(__file__).resolve().parents[2]
+_OUT = pathlib.Path(tempfile.mkdtemp(prefix="sy_ifrt_proto_"))
+subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{_ROOT / 'proto'}",
+                f"--python_out={_OUT}", f"--grpc_python_out={_OUT}",
+                *[str(p) for p in sorted((_ROOT / "proto" / "ifrt").glob("*.proto"))],
+                *[str(p) for p in sorted((_ROOT / "proto" / "xla").glob("*.proto"))]], check=True)
+sys.path.insert(0, str(_OUT))
+
+from ifrt import grpc_ifrt_service_pb2 as g  # noqa: E402
+from ifrt import grpc_ifrt_service_pb2_grpc as gg  # noqa: E402
+from ifrt import ifrt_service_pb2 as s  # noqa: E402
+from ifrt import ifrt_types_pb2 as t  # noqa: E402
+
+SERVICE = "/xla.ifrt.proxy.GrpcIfrtService/"
+
+
+def channel(target: str) -> grpc.Channel:
+    return grpc.insecure_channel(target.removeprefix("grpc://"), options=[
+        ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
+
+
+def get_version(ch, min_protocol=16, max_protocol=25, min_serdes=0, max_serdes=6):
+    stub = gg.GrpcIfrtServiceStub(ch)
+    return stub.GetVersion(g.GrpcGetVersionRequest(
+        min_version=s.IfrtProxyVersion(protocol_version=min_protocol,
+                                       ifrt_serdes_version_number=min_serdes),
+        max_version=s.IfrtProxyVersion(protocol_version=max_protocol,
+                                       ifrt_serdes_version_number=max_serdes)), timeout=10).version
+
+
+class RawSession:
+    """An IfrtSession stream that sends raw bytes and returns parsed responses."""
+
+    def __init__(self, ch, protocol=25, serdes=6):
+        self._requests = queue.Queue()
+        metadata = g.GrpcIfrtSessionMetadata(version=s.IfrtProxyVersion(
+            protocol_version=protocol, ifrt_serdes_version_number=serdes)).SerializeToString()
+        call = ch.stream_stream(SERVICE + "IfrtSession", request_serializer=lambda b: b,
+                                response_deserializer=s.IfrtResponse.FromString)
+        self._call = call(iter(self._requests.get, None),
+                          metadata=[("ifrt-proxy-grpc-ifrt-session-metadata-bin", metadata)])
+        self._op = 0
+
+    def send_bytes(self, data: bytes) -> None:
+        self._requests.put(data)
+
+    def request(self, **arm) -> "s.IfrtResponse":
+        """Sends one request (e.g. init_request=s.InitRequest()) and returns its response."""
+        self._op += 1
+        request = s.IfrtRequest(request_metadata=s.RequestMetadata(op_id=self._op), **arm)
+        self._requests.put(request.SerializeToString())
+        response = next(self._call)
+        assert response.response_metadata.op_id == self._op
+        return response
+
+    def next_response(self) -> "s.IfrtResponse":
+        return next(self._call)
+
+    def close(self) -> None:
+        self._requests.put(None)
+
+    def cancel(self) -> None:
+        self._call.cancel()
+
+    def code(self) -> grpc.StatusCode:
+        return self._call.code()

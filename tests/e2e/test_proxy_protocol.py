@@ -1,0 +1,216 @@
+"""The proxy against inputs a stock client never sends: version ranges it cannot
+serve, malformed and out-of-order requests, unknown handles, host-buffer RPCs
+for sessions that do not exist, and clients that die mid-session."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import grpc
+import pytest
+
+import switchyard
+from ifrt_raw import RawSession, channel, g, get_version, s, t
+
+OK = 0
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with switchyard.LocalCluster(workers=2, devices_per_worker=4) as c:
+        yield c
+
+
+def status(response):
+    return response.response_metadata.status.code
+
+
+def test_version_is_the_highest_both_speak(cluster):
+    ch = channel(cluster.target)
+    version = get_version(ch)
+    assert (version.protocol_version, version.ifrt_serdes_version_number) == (25, 6)
+    version = get_version(ch, max_protocol=20, max_serdes=4)
+    assert (version.protocol_version, version.ifrt_serdes_version_number) == (20, 4)
+
+
+def test_version_out_of_range_is_refused_naming_both_ranges(cluster):
+    with pytest.raises(grpc.RpcError) as e:
+        get_version(channel(cluster.target), min_protocol=30, max_protocol=31)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "30..31" in e.value.details() and "16..25" in e.value.details()
+
+
+def test_session_without_metadata_is_refused(cluster):
+    call = channel(cluster.target).stream_stream(
+        "/xla.ifrt.proxy.GrpcIfrtService/IfrtSession", request_serializer=lambda b: b,
+        response_deserializer=s.IfrtResponse.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        list(call(iter([b""])))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+def random_bad_request(rng, session_id):
+    """A well-formed request that must fail: unknown handles, bad specs, unsupported ops."""
+    h = rng.choice([0, 1, 7, 123456, (1 << 48) + 5, (1 << 64) - 16])
+    single = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=rng.choice([0, 3, 99])).SerializeToString()))
+    choices = [
+        dict(copy_to_host_buffer_request=s.CopyToHostBufferRequest(array_handle=h,
+                                                                   host_buffer_handle=h + 1)),
+        dict(check_value_ready_request=s.CheckValueReadyRequest(value_handles=[h, h + 2])),
+        dict(check_future_request=s.CheckFutureRequest(future_handle=h)),
+        dict(disassemble_into_single_device_arrays_request=s.DisassembleIntoSingleDeviceArraysRequest(
+            array_handle=h, result_handles=[h + 1])),
+        dict(copy_arrays_request=s.CopyArraysRequest(array_handles=[h], device_ids=[1],
+                                                     result_handles=[h + 1])),
+        dict(fully_replicated_shard_request=s.FullyReplicatedShardRequest(array_handle=h,
+                                                                          result_handle=h + 1)),
+        dict(is_array_deleted_request=s.IsArrayDeletedRequest(array_handle=h)),
+        dict(destruct_array_request=s.DestructArrayRequest(array_handle=[h])),
+        dict(loaded_executable_metadata_request=s.LoadedExecutableMetadataRequest(
+            loaded_executable_handle=h)),
+        dict(loaded_executable_execute_request=s.LoadedExecutableExecuteRequest(
+            loaded_executable_handle=h, args_handles=[h])),
+        dict(loaded_executable_destruct_request=s.LoadedExecutableDestructRequest(
+            loaded_executable_handle=h)),
+        dict(assemble_array_from_single_device_arrays_request=
+             s.AssembleArrayFromSingleDeviceArraysRequest(
+                 sharding=single, single_device_array_handles=[h], result_handle=h + 3)),
+        dict(compile_request=s.CompileRequest(program=t.Serialized(type_name="xla::ifrt::XlaProgram",
+                                                                   data=b"\x00not mlir"))),
+        dict(compile_request=s.CompileRequest(program=t.Serialized(type_name="nonsense"))),
+        dict(remap_arrays_request=s.RemapArraysRequest(array_handles=[h])),
+        dict(make_error_arrays_request=s.MakeErrorArraysRequest(array_handles=[h + 9])),
+        dict(get_default_device_assignment_request=s.GetDefaultDeviceAssignmentRequest(
+            num_replicas=64, num_partitions=64)),
+        dict(make_arrays_from_host_buffer_shards_request=s.MakeArraysFromHostBufferShardsRequest(
+            array_handles=[1, 2])),
+    ]
+    return rng.choice(choices)
+
+
+def test_hundreds_of_bad_requests_get_errors_and_the_proxy_stays_up(cluster):
+    rng = random.Random(1234)
+    session = RawSession(channel(cluster.target))
+    # Out of order: array requests before Init.
+    assert status(session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+        array_handle=5, host_buffer_handle=6))) == grpc.StatusCode.NOT_FOUND.value[0]
+    init = session.request(init_request=s.InitRequest())
+    assert status(init) == OK and len(init.init_response.all_devices) == 8
+    assert status(session.request(init_request=s.InitRequest())) != OK  # twice
+    assert status(session.request()) == grpc.StatusCode.INVALID_ARGUMENT.value[0]  # no request
+    unimplemented = session.request(remap_arrays_request=s.RemapArraysRequest())
+    assert status(unimplemented) == grpc.StatusCode.UNIMPLEMENTED.value[0]
+    assert "remap_arrays_request" in unimplemented.response_metadata.status.message
+    for _ in range(300):
+        response = session.request(**random_bad_request(rng, init.init_response.session_id))
+        # Failed requests bind their error to the handles they name, and dropping such a
+        # handle (destruct) is fine; everything else here must fail.
+        if response.WhichOneof("response") == "destruct_array_response":
+            continue
+        assert status(response) != OK, response
+        assert response.WhichOneof("response") is None
+    session.close()
+
+    # Bytes that do not parse end that stream (or, when the parser skips them as
+    # unknown fields, get an error answer), never the proxy.
+    for garbage in (b"\x12\xff\x01", b"\x10\x01", b"\xff\xff\xff\xff", b"\x0a\x02\x09"):
+        broken = RawSession(channel(cluster.target))
+        broken.send_bytes(garbage)
+        try:
+            assert status(broken.next_response()) != OK
+        except (grpc.RpcError, StopIteration):
+            pass
+        broken.cancel()
+    fresh = RawSession(channel(cluster.target))
+    assert status(fresh.request(init_request=s.InitRequest())) == OK
+    fresh.close()
+
+
+def test_host_buffer_rpcs_check_the_session(cluster):
+    ch = channel(cluster.target)
+    stub_lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
+                                  request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
+                                  response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        list(stub_lookup(g.GrpcHostBufferLookupRequest(session_id=42, handle=1)))
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
+                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
+                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+    with pytest.raises(grpc.RpcError) as e:
+        store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]))
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # no metadata
+
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=9, buffer_size=10)
+    with pytest.raises(grpc.RpcError) as e:
+        store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]), metadata=[
+            ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+    assert e.value.code() == grpc.StatusCode.DATA_LOSS
+    session.close()
+
+
+def test_client_waiting_on_a_missing_upload_can_leave(cluster):
+    session = RawSession(channel(cluster.target))
+    session.request(init_request=s.InitRequest())
+    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
+    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    # Asks for an array from a host buffer that is never uploaded, then goes away.
+    session.send_bytes(s.IfrtRequest(
+        request_metadata=s.RequestMetadata(op_id=99),
+        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+            dtype=f32, shape=t.ShapeProto(dims=[4]), sharding=sharding, host_buffer_handle=77,
+            array_handle=77)).SerializeToString())
+    time.sleep(0.3)
+    session.cancel()
+    # The proxy notices and serves the next client at once.
+    fresh = RawSession(channel(cluster.target))
+    assert status(fresh.request(init_request=s.InitRequest())) == OK
+    fresh.close()
+
+
+KILLED_CLIENT = """
+import numpy as np, jax, switchyard
+switchyard.initialize()
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+xs = [jax.device_put(np.ones((8, 8), np.float32), NamedSharding(mesh, P("x"))) for _ in range(5)]
+ys = [jax.jit(lambda v: v * 2)(x) for x in xs]
+z = jax.device_put(np.ones(3), jax.devices()[6])
+jax.block_until_ready(ys)
+print("READY", flush=True)
+import time; time.sleep(600)
+"""
+
+
+def test_killed_client_frees_everything_on_the_workers(cluster):
+    env = {**os.environ, **cluster.env()}
+    client = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "READY"
+
+        def buffers():
+            total = 0
+            for address in cluster.worker_addresses():
+                with switchyard.WorkerClient(address) as worker:
+                    total += worker.stats().buffers
+            return total
+
+        assert buffers() >= 41  # 5 x 4 shards in, 5 x 4 out, 1 on slice 1
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+        deadline = time.monotonic() + 15
+        while buffers() != 0:
+            assert time.monotonic() < deadline, f"{buffers()} buffers left after the client died"
+            time.sleep(0.2)
+    finally:
+        client.kill()
