@@ -21,13 +21,16 @@ def cluster():
         yield c
 
 
-def run_client(cluster, init, *checks, timeout=300):
+NEWEST_CLIENT = HERE.parents[1] / ".venv-jax-0.12" / "bin" / "python"
+
+
+def run_client(cluster, init, *checks, timeout=300, python=sys.executable):
     env = {**os.environ, "JAX_BACKEND_TARGET": cluster.target}
     if init == "pathwaysutils":
         env["IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS"] = "true"
     else:
         env.pop("IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", None)  # initialize() sets it
-    return subprocess.run([sys.executable, str(HERE / "proxy_client.py"), "--init", init, *checks],
+    return subprocess.run([str(python), str(HERE / "proxy_client.py"), "--init", init, *checks],
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
@@ -51,6 +54,24 @@ def test_whole_suite_with_switchyard_initialize(cluster):
     assert result.stdout.count("PASS ") == len(CHECKS)
 
 
+def test_whole_suite_with_the_newest_jax_client(cluster):
+    # jax/jaxlib 0.12.0.1 (protocol 16..25, SerDes 2..6) with pathwaysutils; ./dev setup
+    # makes this venv.
+    assert NEWEST_CLIENT.exists(), "run ./dev setup: .venv-jax-0.12 is missing"
+    result = run_client(cluster, "pathwaysutils", python=NEWEST_CLIENT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.count("PASS ") == len(CHECKS)
+
+
 def test_session_frees_worker_buffers_when_the_client_ends(cluster):
     assert run_client(cluster, "switchyard", "sharded", "cross_slice").returncode == 0
     assert worker_buffers(cluster) == 0
+
+
+def test_mlp_example_matches_local_jax_over_200_steps(cluster):
+    env = {**os.environ, "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+    result = subprocess.run([sys.executable, str(HERE.parents[1] / "examples" / "train_mlp.py"),
+                             "--target", cluster.target, "--steps", "200"],
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "OK: 200 steps through Switchyard match local JAX" in result.stdout
