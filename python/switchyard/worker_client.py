@@ -139,10 +139,15 @@ class WorkerClient:
                 wait: bool = False) -> list[list[int]]:
         """Launches on every device of the executable; returns output ids per device."""
         outputs = [[self.new_id() for _ in range(num_outputs)] for _ in arguments]
-        _call(self._stub.Execute, worker_pb2.ExecuteRequest(
-            executable_id=executable_id,
-            arguments=[worker_pb2.BufferIdList(ids=a) for a in arguments],
-            outputs=[worker_pb2.BufferIdList(ids=o) for o in outputs], wait=wait), timeout=300)
+        try:
+            _call(self._stub.Execute, worker_pb2.ExecuteRequest(
+                executable_id=executable_id,
+                arguments=[worker_pb2.BufferIdList(ids=a) for a in arguments],
+                outputs=[worker_pb2.BufferIdList(ids=o) for o in outputs], wait=wait), timeout=300)
+        except WorkerError:
+            # A failed launch leaves its error under the output ids; they are ours to drop.
+            self.delete([i for ids in outputs for i in ids])
+            raise
         return outputs
 
     def delete_executables(self, executable_ids) -> list[int]:

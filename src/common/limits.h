@@ -18,4 +18,8 @@ inline constexpr int64_t kHeartbeatMissesMax = 4;
 // A worker that cannot reach the RM retries with exponential backoff up to this.
 inline constexpr int64_t kRegisterBackoffMaxMs = 5000;
 
+// How long a worker waits for a buffer id that has not appeared yet (its producer may
+// still be on the way) before answering NOT_FOUND.
+inline constexpr int64_t kBufferWaitMs = 5 * 60 * 1000;
+
 }  // namespace switchyard::limits

@@ -7,33 +7,41 @@
 #include "common/logging.h"
 
 namespace switchyard::proxy {
-namespace {
-
-constexpr absl::Duration kDeleteBatchPeriod = absl::Milliseconds(5);
-
-}  // namespace
-
 WorkerConnection::WorkerConnection(std::string address)
     : address_(std::move(address)),
       stub_(Worker::NewStub(CreateChannel(address_))),
-      flusher_([this] { FlushLoop(); }) {}
+      thread_([this] { Loop(); }) {}
 
 WorkerConnection::~WorkerConnection() {
   {
     absl::MutexLock lock(&mutex_);
     stop_ = true;
   }
-  flusher_.join();
-  Flush();
+  thread_.join();
+}
+
+void WorkerConnection::Enqueue(std::function<void()> call) {
+  absl::MutexLock lock(&mutex_);
+  queue_.emplace_back(std::move(call));
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id) {
   absl::MutexLock lock(&mutex_);
-  pending_.push_back(buffer_id);
+  if (queue_.empty() || !std::holds_alternative<std::vector<uint64_t>>(queue_.back())) {
+    queue_.emplace_back(std::vector<uint64_t>());
+  }
+  std::get<std::vector<uint64_t>>(queue_.back()).push_back(buffer_id);
 }
 
-void WorkerConnection::Send(std::vector<uint64_t> ids) {
-  if (ids.empty()) return;
+void WorkerConnection::Flush() {
+  absl::MutexLock lock(&mutex_);
+  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return queue_.empty() && !busy_;
+  };
+  mutex_.Await(absl::Condition(&drained));
+}
+
+void WorkerConnection::DeleteBuffers(const std::vector<uint64_t>& ids) {
   DeleteBuffersRequest request;
   request.mutable_buffer_ids()->Add(ids.begin(), ids.end());
   DeleteBuffersResponse response;
@@ -47,24 +55,26 @@ void WorkerConnection::Send(std::vector<uint64_t> ids) {
   }
 }
 
-void WorkerConnection::Flush() {
-  absl::MutexLock send_lock(&send_mutex_);
-  std::vector<uint64_t> ids;
-  {
-    absl::MutexLock lock(&mutex_);
-    ids.swap(pending_);
-  }
-  Send(std::move(ids));
-}
-
-void WorkerConnection::FlushLoop() {
+void WorkerConnection::Loop() {
   while (true) {
+    Item item;
     {
       absl::MutexLock lock(&mutex_);
-      mutex_.AwaitWithTimeout(absl::Condition(&stop_), kDeleteBatchPeriod);
-      if (stop_) return;
+      busy_ = false;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stop_ || !queue_.empty();
+      };
+      mutex_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // stopping, and everything has run
+      item = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
     }
-    Flush();
+    if (auto* call = std::get_if<std::function<void()>>(&item)) {
+      (*call)();
+    } else {
+      DeleteBuffers(std::get<std::vector<uint64_t>>(item));
+    }
   }
 }
 

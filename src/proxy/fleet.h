@@ -5,10 +5,13 @@
 // Thread-safe. The proxy never includes worker internals: only worker.proto.
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -18,31 +21,38 @@
 
 namespace switchyard::proxy {
 
-// One worker: its stub, and deletions batched off the request path.
+// One worker: its stub and its dispatch queue. Launches, transfers and deletions
+// for the worker run on one thread in the order they were queued, so a later
+// operation always sees the buffers and executables an earlier one made, and the
+// request path never waits for a worker. Deletions queued back to back go as one
+// batch.
 class WorkerConnection {
  public:
   explicit WorkerConnection(std::string address);
-  ~WorkerConnection();
+  ~WorkerConnection();  // runs what is queued first
 
   const std::string& address() const { return address_; }
   Worker::Stub* stub() { return stub_.get(); }
 
-  // Queues a buffer for deletion; sent within a few milliseconds.
+  // Runs `call` on the dispatch thread after everything queued before it.
+  void Enqueue(std::function<void()> call) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Queues a buffer for deletion, after everything queued before it.
   void DeleteLater(uint64_t buffer_id) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Sends everything queued and waits for the answer.
+  // Waits until everything queued so far has run.
   void Flush() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
-  void FlushLoop();
-  void Send(std::vector<uint64_t> ids);
+  using Item = std::variant<std::function<void()>, std::vector<uint64_t>>;
+  void Loop();
+  void DeleteBuffers(const std::vector<uint64_t>& ids);
 
   const std::string address_;
   std::unique_ptr<Worker::Stub> stub_;
   absl::Mutex mutex_;
-  std::vector<uint64_t> pending_ ABSL_GUARDED_BY(mutex_);
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mutex_);
+  bool busy_ ABSL_GUARDED_BY(mutex_) = false;
   bool stop_ ABSL_GUARDED_BY(mutex_) = false;
-  absl::Mutex send_mutex_;  // one DeleteBuffers in flight, so Flush sees all earlier ones done
-  std::thread flusher_;
+  std::thread thread_;
 };
 
 struct DeviceEntry {

@@ -71,7 +71,10 @@ std::string RequestName(const wire::IfrtRequest& request) {
 }  // namespace
 
 Executable::~Executable() {
-  if (worker != nullptr) DeleteExecutable(worker, worker_id);
+  // After every launch already queued for it.
+  if (worker != nullptr) {
+    worker->Enqueue([worker = worker, id = worker_id] { DeleteExecutable(worker, id); });
+  }
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,

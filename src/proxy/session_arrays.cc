@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -68,15 +69,29 @@ absl::StatusOr<std::string> Session::FetchArray(const Array& array,
 
 absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& array, size_t index,
                                                                  int64_t to_device) {
-  const RemoteBuffer& from = *array.shards[index];
-  if (from.device() == to_device) return array.shards[index];
+  std::shared_ptr<RemoteBuffer> from = array.shards[index];
+  if (from->device() == to_device) return from;
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
-  SY_ASSIGN_OR_RETURN(std::string data, GetBuffer(from.worker(), from.id()));
   SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(to_device));
-  const uint64_t id = NewWorkerObjectId();
-  SY_RETURN_IF_ERROR(
-      PutBuffer(worker, id, to_device, array.dtype, layout.domains[index].shape(), data));
-  return std::make_shared<RemoteBuffer>(worker, id, to_device);
+  AssembleBufferRequest request;
+  BufferHeader* header = request.mutable_header();
+  header->set_buffer_id(NewWorkerObjectId());
+  header->set_device_id(to_device);
+  header->set_dtype(array.dtype);
+  const std::vector<int64_t> dims = layout.domains[index].shape();
+  header->mutable_dims()->Add(dims.begin(), dims.end());
+  header->set_size_bytes(NumElements(dims) * ElementBytes(array.dtype));
+  BufferPiece* piece = request.add_pieces();
+  piece->set_source_address(from->worker() == worker ? "" : from->worker()->address());
+  piece->set_source_buffer_id(from->id());
+  auto copy = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), to_device);
+  // The destination pulls straight from the source worker; `from` stays alive
+  // (not deleted on its worker) until the pull is done.
+  worker->Enqueue([worker, from, request = std::move(request)] {
+    absl::Status status = AssembleBuffer(worker, request);
+    if (!status.ok()) SY_LOG(Warning) << "transfer to " << worker->address() << " failed: " << status;
+  });
+  return copy;
 }
 
 absl::Status Session::HandleMakeArrayFromHostBuffer(

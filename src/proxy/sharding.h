@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "ifrt/ifrt_types.pb.h"
-#include "proxy/host_array.h"
+#include "common/host_array.h"
 #include "xla/xla_data.pb.h"
 
 namespace switchyard::proxy {

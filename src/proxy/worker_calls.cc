@@ -71,6 +71,7 @@ absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_
   SetDeadline(&context, kTransferTimeout);
   GetBufferRequest request;
   request.set_buffer_id(buffer_id);
+  request.set_wait_ms(limits::kBufferWaitMs);  // its launch may still be queued
   auto reader = worker->stub()->GetBuffer(&context, request);
   GetBufferChunk chunk;
   std::string data;
@@ -88,6 +89,7 @@ absl::Status AwaitBuffers(WorkerConnection* worker, const std::vector<uint64_t>&
   SetDeadline(&context, kTransferTimeout);
   AwaitBuffersRequest request;
   request.mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
+  request.set_wait_ms(limits::kBufferWaitMs);
   AwaitBuffersResponse response;
   return Annotate(FromGrpcStatus(worker->stub()->AwaitBuffers(&context, request, &response)),
                   worker);
@@ -108,6 +110,14 @@ absl::Status Execute(WorkerConnection* worker, const ExecuteRequest& request) {
   SetDeadline(&context, kCallTimeout);
   ExecuteResponse response;
   return Annotate(FromGrpcStatus(worker->stub()->Execute(&context, request, &response)), worker);
+}
+
+absl::Status AssembleBuffer(WorkerConnection* worker, const AssembleBufferRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, kTransferTimeout);
+  AssembleBufferResponse response;
+  return Annotate(FromGrpcStatus(worker->stub()->AssembleBuffer(&context, request, &response)),
+                  worker);
 }
 
 void DeleteExecutable(WorkerConnection* worker, uint64_t executable_id) {

@@ -23,5 +23,6 @@ absl::Status AwaitBuffers(WorkerConnection* worker, const std::vector<uint64_t>&
 absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request);
 absl::Status Execute(WorkerConnection* worker, const ExecuteRequest& request);
 void DeleteExecutable(WorkerConnection* worker, uint64_t executable_id);
+absl::Status AssembleBuffer(WorkerConnection* worker, const AssembleBufferRequest& request);
 
 }  // namespace switchyard::proxy

@@ -17,10 +17,26 @@ absl::Status BufferStore::Add(uint64_t id, int64_t device_id,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::Get(uint64_t id) const {
+void BufferStore::AddError(uint64_t id, absl::Status error) {
+  if (id == 0) return;
+  auto entry = std::make_shared<StoredBuffer>();
+  entry->error = std::move(error);
   absl::MutexLock lock(&mutex_);
+  buffers_.try_emplace(id, std::move(entry));
+}
+
+absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::Get(uint64_t id) const {
+  return GetWhenPresent(id, absl::ZeroDuration());
+}
+
+absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::GetWhenPresent(
+    uint64_t id, absl::Duration timeout) const {
+  absl::MutexLock lock(&mutex_);
+  auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return buffers_.contains(id); };
+  if (timeout > absl::ZeroDuration()) mutex_.AwaitWithTimeout(absl::Condition(&present), timeout);
   auto it = buffers_.find(id);
   if (it == buffers_.end()) return absl::NotFoundError(absl::StrCat("unknown buffer ", id));
+  if (!it->second->error.ok()) return it->second->error;
   return it->second;
 }
 
@@ -39,7 +55,7 @@ std::vector<uint64_t> BufferStore::Delete(const std::vector<uint64_t>& ids) {
       not_found.push_back(id);
       continue;
     }
-    bytes_ -= it->second->buffer->host_size_bytes();
+    if (it->second->buffer != nullptr) bytes_ -= it->second->buffer->host_size_bytes();
     doomed.push_back(std::move(it->second));
     buffers_.erase(it);
   }

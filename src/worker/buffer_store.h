@@ -10,13 +10,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "pjrt/buffer.h"
 
 namespace switchyard::worker {
 
 struct StoredBuffer {
   int64_t device_id = 0;  // global
-  std::unique_ptr<pjrt::Buffer> buffer;
+  std::unique_ptr<pjrt::Buffer> buffer;  // null when `error` is set
+  absl::Status error;  // why the operation meant to produce this buffer failed
 };
 
 class BufferStore {
@@ -24,8 +26,15 @@ class BufferStore {
   // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
   absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // NOT_FOUND for an unknown id.
+  // Records that the buffer `id` will never be made, and why; readers get `error`.
+  void AddError(uint64_t id, absl::Status error) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The buffer, or the error stored in its place; NOT_FOUND for an unknown id.
   absl::StatusOr<std::shared_ptr<const StoredBuffer>> Get(uint64_t id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Like `Get`, but waits up to `timeout` for the id to appear: the operation that
+  // makes it may still be on its way (a launch or transfer sent by another path).
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> GetWhenPresent(uint64_t id,
+                                                                     absl::Duration timeout) const
       ABSL_LOCKS_EXCLUDED(mutex_);
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the ids that were not there.

@@ -124,6 +124,19 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request)
 }
 
 absl::Status Executor::Execute(const ExecuteRequest& request) {
+  absl::Status status = Launch(request);
+  if (!status.ok()) {
+    // Whoever waits for the outputs learns why they will not come.
+    for (const BufferIdList& list : request.outputs()) {
+      for (uint64_t id : list.ids()) {
+        if (!buffers_->Contains(id)) buffers_->AddError(id, status);
+      }
+    }
+  }
+  return status;
+}
+
+absl::Status Executor::Launch(const ExecuteRequest& request) {
   std::shared_ptr<const pjrt::Executable> executable;
   {
     absl::MutexLock lock(&mutex_);

@@ -29,6 +29,7 @@ class Executor {
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Registers the outputs under the requested ids as soon as the launch is
   // enqueued; a failed launch shows up when they are read (or here, with `wait`).
+  // A request that fails stores its error under the output ids.
   absl::Status Execute(const ExecuteRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -36,6 +37,7 @@ class Executor {
   int64_t executions() const { return executions_.load(); }
 
  private:
+  absl::Status Launch(const ExecuteRequest& request);
   // Rewrites the device assignment from global ids to the plugin's ids.
   absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request) const;
 

@@ -13,6 +13,7 @@
 #include "worker/device_map.h"
 #include "worker/executor.h"
 #include "worker/rm_link.h"
+#include "worker/transfers.h"
 #include "worker/worker_service.h"
 
 namespace switchyard::worker {
@@ -53,19 +54,21 @@ class WorkerServerImpl final : public WorkerServer {
     SY_ASSIGN_OR_RETURN(client_, plugin->CreateClient(client_options));
     devices_ = std::make_unique<DeviceMap>(client_.get());
     executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
+    transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_);
 
     WorkerIdentity identity;
     identity.slice_index = options.slice_index;
     identity.host_index = options.host_index;
     identity.plugin = ToProto(*plugin, *client_);
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
-                                               executor_.get());
+                                               executor_.get(), transfers_.get());
     SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
                                                  {service_.get()}));
     const std::string host =
         options.advertise_host.empty() ? options.listen_host : options.advertise_host;
     address_ = absl::StrCat(host, ":", server_.port);
     service_->SetAddress(address_);
+    transfers_->SetOwnAddress(address_);
     SY_LOG(Info) << "worker serving on " << address_ << " with "
                  << client_->devices().size() << " " << client_->platform_name()
                  << " devices (PJRT " << plugin->info().api_major << "."
@@ -122,6 +125,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<DeviceMap> devices_;
   BufferStore buffers_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Transfers> transfers_;
   std::unique_ptr<WorkerService> service_;
   StartedServer server_;
   std::string address_;

@@ -8,36 +8,16 @@
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
+#include "worker/transfers.h"
 
 namespace switchyard::worker {
 namespace {
 
-// Checks a header from the wire; returns the dense byte size it implies.
-absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
-  const auto dtype = static_cast<pjrt::DType>(header.dtype());
-  if (pjrt::BitWidth(dtype) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("unsupported dtype ", header.dtype()));
-  }
-  int64_t elements = 1;
-  for (int64_t dim : header.dims()) {
-    // Bounded so the product cannot overflow.
-    if (dim < 0 || dim > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(absl::StrCat("bad dimension ", dim));
-    }
-    elements *= dim;
-    if (elements > (int64_t{1} << 44)) return absl::InvalidArgumentError("array too large");
-  }
-  int64_t bytes = pjrt::DenseByteSize(dtype, elements);
-  if (static_cast<uint64_t>(bytes) != header.size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(pjrt::DTypeName(dtype), " array of ", elements,
-                                                   " elements has ", bytes, " bytes, not ",
-                                                   header.size_bytes()));
-  }
-  return bytes;
+absl::Duration WaitFor(int64_t wait_ms) {
+  return absl::Milliseconds(std::clamp<int64_t>(wait_ms, 0, limits::kBufferWaitMs));
 }
 
 }  // namespace
-
 void WorkerService::SetAddress(std::string address) {
   absl::MutexLock lock(&mutex_);
   address_ = std::move(address);
@@ -101,7 +81,7 @@ grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
 grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
                                       const GetBufferRequest* request,
                                       grpc::ServerWriter<GetBufferChunk>* writer) {
-  auto stored = buffers_->Get(request->buffer_id());
+  auto stored = buffers_->GetWhenPresent(request->buffer_id(), WaitFor(request->wait_ms()));
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   const pjrt::Buffer& buffer = *(*stored)->buffer;
   auto bytes = buffer.ToHost();
@@ -158,12 +138,18 @@ grpc::Status WorkerService::AwaitBuffers(grpc::ServerContext* context,
                                          const AwaitBuffersRequest* request,
                                          AwaitBuffersResponse* response) {
   for (uint64_t id : request->buffer_ids()) {
-    auto stored = buffers_->Get(id);
+    auto stored = buffers_->GetWhenPresent(id, WaitFor(request->wait_ms()));
     if (!stored.ok()) return ToGrpcStatus(stored.status());
     absl::Status ready = (*stored)->buffer->AwaitReady();
     if (!ready.ok()) return ToGrpcStatus(ready);
   }
   return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::AssembleBuffer(grpc::ServerContext* context,
+                                           const AssembleBufferRequest* request,
+                                           AssembleBufferResponse* response) {
+  return ToGrpcStatus(transfers_->Assemble(*request));
 }
 
 grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStatsRequest* request,

@@ -11,6 +11,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/transfers.h"
 
 namespace switchyard::worker {
 
@@ -23,12 +24,13 @@ struct WorkerIdentity {
 class WorkerService final : public ::switchyard::Worker::Service {
  public:
   WorkerService(WorkerIdentity identity, const pjrt::Client* client, const DeviceMap* devices,
-                BufferStore* buffers, Executor* executor)
+                BufferStore* buffers, Executor* executor, Transfers* transfers)
       : identity_(std::move(identity)),
         client_(client),
         devices_(devices),
         buffers_(buffers),
-        executor_(executor) {}
+        executor_(executor),
+        transfers_(transfers) {}
 
   // The address is known only once the server has bound its port.
   void SetAddress(std::string address) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -50,6 +52,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                                  DeleteExecutablesResponse* response) override;
   grpc::Status AwaitBuffers(grpc::ServerContext* context, const AwaitBuffersRequest* request,
                             AwaitBuffersResponse* response) override;
+  grpc::Status AssembleBuffer(grpc::ServerContext* context, const AssembleBufferRequest* request,
+                              AssembleBufferResponse* response) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
 
@@ -63,6 +67,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   const DeviceMap* devices_;
   BufferStore* buffers_;
   Executor* executor_;
+  Transfers* transfers_;
 };
 
 }  // namespace switchyard::worker

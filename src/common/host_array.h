@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
-namespace switchyard::proxy {
+namespace switchyard {
 
 // The half-open box [start, limit) of an array that a shard holds.
 struct IndexDomain {
@@ -43,4 +43,4 @@ absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& sh
                          const std::vector<int64_t>& byte_strides, int64_t element_bytes,
                          const IndexDomain& domain, std::string* host);
 
-}  // namespace switchyard::proxy
+}  // namespace switchyard

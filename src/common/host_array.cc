@@ -1,11 +1,11 @@
-#include "proxy/host_array.h"
+#include "common/host_array.h"
 
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-namespace switchyard::proxy {
+namespace switchyard {
 namespace {
 
 std::vector<int64_t> DenseStrides(const std::vector<int64_t>& shape, int64_t element_bytes) {
@@ -134,4 +134,4 @@ absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& sh
                     });
 }
 
-}  // namespace switchyard::proxy
+}  // namespace switchyard

@@ -1,11 +1,11 @@
-#include "proxy/host_array.h"
+#include "common/host_array.h"
 
 #include <cstring>
 #include <numeric>
 
 #include "gtest/gtest.h"
 
-namespace switchyard::proxy {
+namespace switchyard {
 namespace {
 
 std::string Iota(int n) {
@@ -68,4 +68,4 @@ TEST(HostArrayTest, ScalarsAndEmptyShards) {
 }
 
 }  // namespace
-}  // namespace switchyard::proxy
+}  // namespace switchyard

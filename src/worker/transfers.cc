@@ -1,0 +1,139 @@
+#include "worker/transfers.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_server.h"
+#include "common/grpc_status.h"
+#include "common/host_array.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+#include "pjrt/buffer.h"
+#include "pjrt/dtype.h"
+
+namespace switchyard::worker {
+
+absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
+  const auto dtype = static_cast<pjrt::DType>(header.dtype());
+  if (pjrt::BitWidth(dtype) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("unsupported dtype ", header.dtype()));
+  }
+  int64_t elements = 1;
+  for (int64_t dim : header.dims()) {
+    // Bounded so the product cannot overflow.
+    if (dim < 0 || dim > (int64_t{1} << 40)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad dimension ", dim));
+    }
+    elements *= dim;
+    if (elements > (int64_t{1} << 44)) return absl::InvalidArgumentError("array too large");
+  }
+  int64_t bytes = pjrt::DenseByteSize(dtype, elements);
+  if (static_cast<uint64_t>(bytes) != header.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(pjrt::DTypeName(dtype), " array of ", elements,
+                                                   " elements has ", bytes, " bytes, not ",
+                                                   header.size_bytes()));
+  }
+  return bytes;
+}
+
+void Transfers::SetOwnAddress(std::string address) {
+  absl::MutexLock lock(&mutex_);
+  own_address_ = std::move(address);
+}
+
+Worker::Stub* Transfers::Peer(const std::string& address) {
+  absl::MutexLock lock(&mutex_);
+  auto& stub = peers_[address];
+  if (stub == nullptr) stub = Worker::NewStub(CreateChannel(address));
+  return stub.get();
+}
+
+absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
+                                                   uint64_t buffer_id) {
+  bool local;
+  {
+    absl::MutexLock lock(&mutex_);
+    local = address.empty() || address == own_address_;
+  }
+  Source source;
+  if (local) {
+    SY_ASSIGN_OR_RETURN(auto stored, buffers_->GetWhenPresent(
+                                         buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
+    source.dims = stored->buffer->dims();
+    SY_ASSIGN_OR_RETURN(source.bytes, stored->buffer->ToHost());
+    return source;
+  }
+  grpc::ClientContext context;
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Milliseconds(2 * limits::kBufferWaitMs)));
+  GetBufferRequest request;
+  request.set_buffer_id(buffer_id);
+  request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
+  auto reader = Peer(address)->GetBuffer(&context, request);
+  GetBufferChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) {
+      source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
+      source.bytes.reserve(chunk.header().size_bytes());
+    }
+    source.bytes.append(chunk.data());
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) {
+    return absl::Status(status.code(), absl::StrCat("pulling buffer ", buffer_id, " from worker ",
+                                                    address, ": ", status.message()));
+  }
+  return source;
+}
+
+absl::Status Transfers::Build(const AssembleBufferRequest& request) {
+  const BufferHeader& header = request.header();
+  SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
+  SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
+  const auto dtype = static_cast<pjrt::DType>(header.dtype());
+  const int64_t element_bytes = pjrt::BitWidth(dtype) / 8;
+  if (element_bytes == 0) return absl::UnimplementedError("sub-byte types cannot be assembled");
+  const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
+  std::string data(size, '\0');
+  std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
+  for (const BufferPiece& piece : request.pieces()) {
+    auto key = std::make_pair(piece.source_address(), piece.source_buffer_id());
+    auto it = fetched.find(key);
+    if (it == fetched.end()) {
+      SY_ASSIGN_OR_RETURN(Source source, Fetch(piece.source_address(), piece.source_buffer_id()));
+      it = fetched.emplace(key, std::move(source)).first;
+    }
+    const Source& source = it->second;
+    const size_t rank = source.dims.size();
+    if (rank != dims.size()) return absl::InvalidArgumentError("piece rank differs from the buffer's");
+    std::vector<int64_t> box_size(piece.size().begin(), piece.size().end());
+    if (box_size.empty()) box_size = source.dims;
+    auto origin = [&](const auto& field) {
+      std::vector<int64_t> out(field.begin(), field.end());
+      if (out.empty()) out.assign(rank, 0);
+      return out;
+    };
+    IndexDomain from{origin(piece.source_start()), {}};
+    IndexDomain to{origin(piece.dest_start()), {}};
+    if (from.start.size() != rank || to.start.size() != rank || box_size.size() != rank) {
+      return absl::InvalidArgumentError("piece coordinates have the wrong rank");
+    }
+    for (size_t d = 0; d < rank; ++d) {
+      from.limit.push_back(from.start[d] + box_size[d]);
+      to.limit.push_back(to.start[d] + box_size[d]);
+    }
+    SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(source.bytes, source.dims, {}, element_bytes, from));
+    SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, &data));
+  }
+  SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(data, dtype, dims, ordinal));
+  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+}
+
+absl::Status Transfers::Assemble(const AssembleBufferRequest& request) {
+  absl::Status status = Build(request);
+  if (!status.ok() && !buffers_->Contains(request.header().buffer_id())) {
+    buffers_->AddError(request.header().buffer_id(), status);
+  }
+  return status;
+}
+
+}  // namespace switchyard::worker
