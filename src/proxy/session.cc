@@ -163,6 +163,9 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kCopyArraysRequest:
       return HandleCopyArrays(request.copy_arrays_request(),
                               response->mutable_copy_arrays_response());
+    case R::kReshardArraysRequest:
+      return HandleReshardArrays(request.reshard_arrays_request(),
+                                 response->mutable_reshard_arrays_response());
     case R::kCopyToHostBufferRequest:
       response->mutable_copy_to_host_buffer_response();
       return HandleCopyToHostBuffer(request.copy_to_host_buffer_request());
@@ -207,6 +210,9 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
       return HandleGetDefaultDeviceAssignment(
           request.get_default_device_assignment_request(),
           response->mutable_get_default_device_assignment_response());
+    case R::kRemapArraysRequest:
+      return HandleRemapArrays(request.remap_arrays_request(),
+                               response->mutable_remap_arrays_response());
     case R::REQUEST_NOT_SET:
       return absl::InvalidArgumentError("empty IfrtRequest: no request set");
     default:

@@ -74,6 +74,10 @@ class Session {
                                           wire::FullyReplicatedShardResponse* response);
   absl::Status HandleCopyArrays(const wire::CopyArraysRequest& request,
                                 wire::CopyArraysResponse* response);
+  absl::Status HandleRemapArrays(const wire::RemapArraysRequest& request,
+                                 wire::RemapArraysResponse* response);
+  absl::Status HandleReshardArrays(const wire::ReshardArraysRequest& request,
+                                   wire::ReshardArraysResponse* response);
   absl::Status HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request);
   absl::Status HandleCheckValueReady(const wire::CheckValueReadyRequest& request);
   absl::Status HandleDeleteArray(const wire::DeleteArrayRequest& request,
@@ -109,6 +113,12 @@ class Session {
   // Copies one shard to another device (through the proxy for now).
   absl::StatusOr<std::shared_ptr<RemoteBuffer>> CopyShard(const Array& array, size_t index,
                                                           int64_t to_device);
+  // A new array with `spec`'s sharding, built on the destination workers from pieces
+  // of `array`'s shards pulled worker to worker; shards already in place are reused
+  // when `reuse` allows it.
+  absl::StatusOr<std::shared_ptr<Array>> Reshard(const Array& array,
+                                                 const ::xla::ifrt::ArraySpecProto& spec,
+                                                 bool reuse);
   absl::StatusOr<std::shared_ptr<Executable>> GetExecutable(uint64_t handle) const;
 
   const uint64_t id_;

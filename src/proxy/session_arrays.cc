@@ -270,6 +270,177 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
+                                                       const ::xla::ifrt::ArraySpecProto& spec,
+                                                       bool reuse) {
+  SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(spec.dtype()));
+  const std::vector<int64_t> shape = FromShapeProto(spec.shape());
+  if (dtype != array.dtype || shape != array.shape) {
+    return absl::InvalidArgumentError("ReshardArrays changes only the sharding, not dtype or shape");
+  }
+  SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(spec.sharding()));
+  for (int64_t device : sharding.devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
+  SY_ASSIGN_OR_RETURN(ShardLayout to, LayoutShards(sharding, shape));
+  SY_ASSIGN_OR_RETURN(ShardLayout from, LayoutShards(array.sharding, shape));
+  auto out = std::make_shared<Array>();
+  out->dtype = dtype;
+  out->shape = shape;
+  out->shards.resize(sharding.devices.size());
+  for (size_t j = 0; j < sharding.devices.size(); ++j) {
+    if (!to.holds[j]) continue;
+    const int64_t device = sharding.devices[j];
+    SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+    const IndexDomain& want = to.domains[j];
+    // The source shards by distinct domain, preferring a copy on this device, then
+    // on this worker: each box of the result is taken once.
+    std::vector<size_t> chosen;
+    for (size_t i = 0; i < array.shards.size(); ++i) {
+      if (!from.holds[i] || array.shards[i] == nullptr) continue;
+      auto same = std::find_if(chosen.begin(), chosen.end(), [&](size_t c) {
+        return from.domains[c] == from.domains[i];
+      });
+      auto rank = [&](size_t k) {
+        return array.shards[k]->device() == device ? 0 : array.shards[k]->worker() == worker ? 1 : 2;
+      };
+      if (same == chosen.end()) {
+        chosen.push_back(i);
+      } else if (rank(i) < rank(*same)) {
+        *same = i;
+      }
+    }
+    // The shard already there, whole: nothing to move.
+    auto in_place = std::find_if(chosen.begin(), chosen.end(), [&](size_t c) {
+      return from.domains[c] == want && array.shards[c]->device() == device;
+    });
+    if (reuse && in_place != chosen.end()) {
+      out->shards[j] = array.shards[*in_place];
+      continue;
+    }
+    AssembleBufferRequest request;
+    BufferHeader* header = request.mutable_header();
+    header->set_buffer_id(NewWorkerObjectId());
+    header->set_device_id(device);
+    header->set_dtype(dtype);
+    const std::vector<int64_t> dims = want.shape();
+    header->mutable_dims()->Add(dims.begin(), dims.end());
+    header->set_size_bytes(NumElements(dims) * ElementBytes(dtype));
+    std::vector<std::shared_ptr<RemoteBuffer>> sources;
+    int64_t covered = 0;
+    for (size_t c : chosen) {
+      const IndexDomain& have = from.domains[c];
+      BufferPiece piece;
+      bool empty = false;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        const int64_t lo = std::max(want.start[d], have.start[d]);
+        const int64_t hi = std::min(want.limit[d], have.limit[d]);
+        if (lo >= hi) empty = true;
+        piece.add_source_start(lo - have.start[d]);
+        piece.add_size(hi - lo);
+        piece.add_dest_start(lo - want.start[d]);
+      }
+      if (empty && !shape.empty()) continue;
+      const auto& shard = array.shards[c];
+      piece.set_source_address(shard->worker() == worker ? "" : shard->worker()->address());
+      piece.set_source_buffer_id(shard->id());
+      covered += NumElements({piece.size().begin(), piece.size().end()});
+      *request.add_pieces() = std::move(piece);
+      sources.push_back(shard);
+    }
+    if (covered != NumElements(dims)) {
+      return absl::InternalError("the source shards do not cover the resharded array");
+    }
+    out->shards[j] = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), device);
+    worker->Enqueue([worker, sources, request = std::move(request)] {
+      absl::Status status = AssembleBuffer(worker, request);
+      if (!status.ok()) SY_LOG(Warning) << "reshard on " << worker->address() << " failed: " << status;
+    });
+  }
+  out->sharding = std::move(sharding);
+  return out;
+}
+
+absl::Status Session::HandleRemapArrays(const wire::RemapArraysRequest& request,
+                                        wire::RemapArraysResponse* response) {
+  ::xla::ifrt::RemapPlanProto plan;
+  if (!plan.ParseFromString(request.plan())) return absl::InvalidArgumentError("malformed RemapPlan");
+  if (plan.input_devices_for_output_size() == 0 && plan.mappings_size() > 0) {
+    return absl::UnimplementedError(
+        "RemapPlan in the form before IFRT SerDes 6 (interval mappings) is not supported");
+  }
+  if (plan.input_specs_size() != request.array_handles_size() ||
+      plan.output_specs_size() != request.result_handles_size()) {
+    return absl::InvalidArgumentError("RemapPlan does not match the request's arrays");
+  }
+  std::vector<std::shared_ptr<Array>> inputs;
+  for (uint64_t handle : request.array_handles()) {
+    SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(handle));
+    inputs.push_back(std::move(array));
+  }
+  std::vector<std::shared_ptr<Array>> outputs(plan.output_specs_size());
+  for (const auto& entry : plan.input_devices_for_output()) {
+    const int o = entry.out_array();
+    if (o < 0 || o >= plan.output_specs_size() || outputs[o] != nullptr) {
+      return absl::InvalidArgumentError("RemapPlan names a bad or repeated output");
+    }
+    const auto& spec = plan.output_specs(o);
+    auto out = std::make_shared<Array>();
+    SY_ASSIGN_OR_RETURN(out->dtype, FromDTypeProto(spec.dtype()));
+    out->shape = FromShapeProto(spec.shape());
+    SY_ASSIGN_OR_RETURN(out->sharding, ParseSharding(spec.sharding()));
+    // The output's shards, in its device order, are the listed input shards in order.
+    for (const auto& source : entry.sources()) {
+      if (source.in_array() < 0 || source.in_array() >= static_cast<int>(inputs.size())) {
+        return absl::InvalidArgumentError("RemapPlan names a bad input");
+      }
+      const Array& input = *inputs[source.in_array()];
+      for (int32_t device : source.devices().device_ids()) {
+        const auto& list = input.sharding.devices;
+        auto it = std::find(list.begin(), list.end(), device);
+        if (it == list.end() || input.shards[it - list.begin()] == nullptr) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("RemapPlan takes a shard on device ", device, " that the input lacks"));
+        }
+        out->shards.push_back(input.shards[it - list.begin()]);
+      }
+    }
+    if (out->shards.size() != out->sharding.devices.size()) {
+      return absl::InvalidArgumentError("RemapPlan gives an output the wrong number of shards");
+    }
+    for (size_t k = 0; k < out->shards.size(); ++k) {
+      if (out->shards[k]->device() != out->sharding.devices[k]) {
+        return absl::UnimplementedError("RemapArrays that moves shards between devices");
+      }
+    }
+    outputs[o] = std::move(out);
+  }
+  for (int o = 0; o < plan.output_specs_size(); ++o) {
+    if (outputs[o] == nullptr) return absl::InvalidArgumentError("RemapPlan leaves an output empty");
+    SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(o), std::move(outputs[o])));
+    response->add_array_handles(request.result_handles(o));
+  }
+  if (request.copy_semantics() == wire::ARRAY_COPY_SEMANTICS_DONATE_INPUT) {
+    for (auto& input : inputs) input->deleted = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleReshardArrays(const wire::ReshardArraysRequest& request,
+                                          wire::ReshardArraysResponse* response) {
+  if (request.array_specs_size() != request.array_handles_size() ||
+      request.result_handles_size() != request.array_handles_size()) {
+    return absl::InvalidArgumentError("one spec and one result handle per array are required");
+  }
+  const bool reuse = request.copy_semantics() != wire::ARRAY_COPY_SEMANTICS_ALWAYS_COPY;
+  for (int a = 0; a < request.array_handles_size(); ++a) {
+    SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handles(a)));
+    SY_ASSIGN_OR_RETURN(auto result, Reshard(*array, request.array_specs(a), reuse));
+    if (request.copy_semantics() == wire::ARRAY_COPY_SEMANTICS_DONATE_INPUT) array->deleted = true;
+    SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(a), std::move(result)));
+    response->add_array_handles(request.result_handles(a));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request) {
   SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handle()));
   SY_ASSIGN_OR_RETURN(std::string host,

@@ -103,9 +103,9 @@ def test_hundreds_of_bad_requests_get_errors_and_the_proxy_stays_up(cluster):
     assert status(init) == OK and len(init.init_response.all_devices) == 8
     assert status(session.request(init_request=s.InitRequest())) != OK  # twice
     assert status(session.request()) == grpc.StatusCode.INVALID_ARGUMENT.value[0]  # no request
-    unimplemented = session.request(remap_arrays_request=s.RemapArraysRequest())
+    unimplemented = session.request(bitcast_arrays_request=s.BitcastArraysRequest())
     assert status(unimplemented) == grpc.StatusCode.UNIMPLEMENTED.value[0]
-    assert "remap_arrays_request" in unimplemented.response_metadata.status.message
+    assert "bitcast_arrays_request" in unimplemented.response_metadata.status.message
     for _ in range(300):
         response = session.request(**random_bad_request(rng, init.init_response.session_id))
         # Failed requests bind their error to the handles they name, and dropping such a
