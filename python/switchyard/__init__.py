@@ -8,6 +8,7 @@ worker compiles.
 
 from switchyard.backend import initialize
 from switchyard.cluster import LocalCluster, find_binary, find_plugin
+from switchyard.multislice import mean_across_slices, num_slices, slice_devices
 from switchyard.programs import Program, lower_portable
 from switchyard.worker_client import WorkerClient, WorkerError
 
@@ -20,4 +21,7 @@ __all__ = [
     "find_binary",
     "find_plugin",
     "lower_portable",
+    "mean_across_slices",
+    "num_slices",
+    "slice_devices",
 ]

@@ -1,7 +1,9 @@
 """A JAX client for the end-to-end tests: runs named checks through a Switchyard
 proxy and compares each result with JAX's own CPU backend in the same process.
 
-    python proxy_client.py --init pathwaysutils|switchyard CHECK [CHECK ...]
+    python proxy_client.py --init pathwaysutils|switchyard [--suite multislice] [CHECK ...]
+
+The default suite expects 2 slices of 4 devices; `multislice` expects 4 slices of 2.
 
 Exits non-zero on the first failing check. The environment gives JAX_BACKEND_TARGET.
 """
@@ -12,10 +14,16 @@ import sys
 import numpy as np
 
 CHECKS = {}
+MULTISLICE = {}
 
 
 def check(fn):
     CHECKS[fn.__name__] = fn
+    return fn
+
+
+def multislice_check(fn):
+    MULTISLICE[fn.__name__] = fn
     return fn
 
 
@@ -188,9 +196,124 @@ def span_is_unimplemented():
     np.testing.assert_array_equal(np.asarray(jnp.arange(3) + 1), [1, 2, 3])
 
 
+def slices():
+    jax, _ = jax_modules()
+    out = {}
+    for d in jax.devices():
+        out.setdefault(d.slice_index, []).append(d)
+    assert len(out) == 4 and all(len(v) == 2 for v in out.values()), out
+    return [out[k] for k in sorted(out)]
+
+
+@multislice_check
+def copies_within_and_across_slices():
+    jax, jnp = jax_modules()
+    s = slices()
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = jax.device_put(a, s[0][0])
+    for target in (s[0][1], s[1][0], s[3][1]):  # same worker, next slice, far slice
+        y = jax.device_put(x, target)
+        assert y.devices() == {target}
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(y)), a + 1)
+    for dtype in (np.int8, np.float16, np.bool_, np.int32):
+        b = (np.arange(10) % 3).astype(dtype)
+        np.testing.assert_array_equal(np.asarray(jax.device_put(jax.device_put(b, s[0][0]), s[2][0])), b)
+    big = np.random.default_rng(0).normal(size=(1 << 22,)).astype(np.float32)  # 16 MiB
+    np.testing.assert_array_equal(np.asarray(jax.device_put(jax.device_put(big, s[1][1]), s[2][1])), big)
+
+
+@multislice_check
+def sharded_arrays_between_slices():
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    s = slices()
+    m0, m1 = Mesh(np.array(s[0]), ("x",)), Mesh(np.array(s[1]), ("x",))
+    a = np.arange(48, dtype=np.float32).reshape(8, 6)
+    x = jax.device_put(a, NamedSharding(m0, P("x")))
+    for target in (NamedSharding(m1, P("x")), NamedSharding(m1, P(None, "x")),
+                   NamedSharding(m1, P()), NamedSharding(m0, P(None, "x"))):
+        y = jax.device_put(x, target)
+        assert y.sharding == target
+        np.testing.assert_array_equal(np.asarray(y), a)
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v * 2)(y)), a * 2)
+
+
+@multislice_check
+def pathwaysutils_resharding():
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    import pathwaysutils.jax as pw_jax
+    from pathwaysutils.reshard import reshard
+    from pathwaysutils.experimental.split_by_mesh_axis import split_by_mesh_axis
+    from pathwaysutils.experimental.concatenate_by_mesh_axis import concatenate_by_mesh_axis
+    s = slices()
+    m0, m1 = Mesh(np.array(s[0]), ("x",)), Mesh(np.array(s[2]), ("x",))
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    x = jax.device_put(a, NamedSharding(m0, P("x")))
+    tree = reshard({"a": x, "b": [x]}, NamedSharding(m1, P(None, "x")), donate=False)
+    np.testing.assert_array_equal(np.asarray(tree["a"]), a)
+    assert tree["b"][0].sharding.mesh.devices.tolist() == m1.devices.tolist()
+    [moved] = pw_jax.transfer_to_shardings([x], [NamedSharding(m1, P("x"))])
+    np.testing.assert_array_equal(np.asarray(moved), a)
+    m2 = Mesh(np.array(s[0] + s[1] + s[2] + s[3]).reshape(4, 2), ("slice", "x"))
+    big = np.arange(128, dtype=np.float32).reshape(8, 16)
+    z = jax.device_put(big, NamedSharding(m2, P("slice", "x")))
+    parts = split_by_mesh_axis([z], "slice")
+    assert len(parts) == 4
+    for i, [p] in enumerate(parts):
+        np.testing.assert_array_equal(np.asarray(p), big[2 * i:2 * i + 2])
+        assert {d.slice_index for d in p.devices()} == {i}
+    [joined] = concatenate_by_mesh_axis(parts, "slice")
+    np.testing.assert_array_equal(np.asarray(joined), big)
+
+
+@multislice_check
+def mean_across_slices_helper():
+    jax, jnp = jax_modules()
+    import switchyard
+    s = slices()
+    trees = [{"g": jax.device_put(np.full((3, 2), float(i), np.float32), s[i][0]),
+              "h": [jax.device_put(np.arange(4.0, dtype=np.float32) * i, s[i][1])]}
+             for i in range(4)]
+    means = switchyard.mean_across_slices(trees)
+    for i, tree in enumerate(means):
+        np.testing.assert_allclose(np.asarray(tree["g"]), np.full((3, 2), 1.5))
+        np.testing.assert_allclose(np.asarray(tree["h"][0]), np.arange(4.0) * 1.5)
+        assert tree["g"].devices() == {s[i][0]} and tree["h"][0].devices() == {s[i][1]}
+
+
+@multislice_check
+def dependent_launches_never_block():
+    import time
+    jax, jnp = jax_modules()
+    s = slices()
+    d0, d1 = s[0][0], s[1][0]
+    f = jax.jit(lambda x, w: jnp.tanh(x @ w) + x * 0.5)
+    w0 = jax.device_put(np.eye(256, dtype=np.float32) * 0.5, d0)
+    w1 = jax.device_put(w0, d1)
+    x = jax.device_put(np.ones((256, 256), np.float32), d0)
+    jax.block_until_ready(f(jax.device_put(f(x, w0), d1), w1))  # compile both
+    reference = np.ones((256, 256), np.float32)
+    start = time.perf_counter()
+    for _ in range(500):  # 1000 launches, alternating slices, each needing the last
+        x = jax.device_put(f(x, w0), d1)
+        x = jax.device_put(f(x, w1), d0)
+    issued = time.perf_counter()
+    x.block_until_ready()
+    done = time.perf_counter()
+    ratio = (issued - start) / (done - start)
+    print(f"1000 dependent launches: issued in {issued - start:.3f} s, done in "
+          f"{done - start:.3f} s (ratio {ratio:.2f})", flush=True)
+    assert ratio < 0.5, ratio
+    for _ in range(1000):
+        reference = np.tanh(reference @ (np.eye(256, dtype=np.float32) * 0.5)) + reference * 0.5
+    np.testing.assert_allclose(np.asarray(x), reference, rtol=1e-4, atol=1e-5)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--init", choices=["pathwaysutils", "switchyard"], required=True)
+    parser.add_argument("--suite", choices=["default", "multislice"], default="default")
     parser.add_argument("checks", nargs="*")
     args = parser.parse_args()
     import jax
@@ -201,8 +324,9 @@ def main():
     else:
         import switchyard
         switchyard.initialize()
-    for name in args.checks or list(CHECKS):
-        CHECKS[name]()
+    registry = MULTISLICE if args.suite == "multislice" else CHECKS
+    for name in args.checks or list(registry):
+        registry[name]()
         print(f"PASS {name}", flush=True)
     import gc
     jax.clear_caches()
