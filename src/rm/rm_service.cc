@@ -76,3 +76,24 @@ grpc::Status RmService::GetFleet(grpc::ServerContext* context, const GetFleetReq
 }
 
 }  // namespace switchyard::rm
+
+namespace switchyard::rm {
+
+grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
+                                    KeyValuePutResponse* response) {
+  return ToGrpcStatus(kv_.Put(request->key(), request->value(), request->allow_overwrite()));
+}
+
+grpc::Status RmService::KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
+                                    KeyValueGetResponse* response) {
+  // Bounded by the client's own deadline too: a waiting get never outlives its call.
+  absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(0, request->timeout_ms()));
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  timeout = std::min(timeout, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  auto value = kv_.Get(request->key(), timeout);
+  if (!value.ok()) return ToGrpcStatus(value.status());
+  response->set_value(*std::move(value));
+  return grpc::Status::OK;
+}
+
+}  // namespace switchyard::rm

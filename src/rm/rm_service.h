@@ -9,6 +9,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "rm/kv_store.h"
 #include "rm/membership.h"
 #include "switchyard/rm.grpc.pb.h"
 
@@ -25,6 +26,10 @@ class RmService final : public ::switchyard::ResourceManager::Service {
                          HeartbeatResponse* response) override;
   grpc::Status GetFleet(grpc::ServerContext* context, const GetFleetRequest* request,
                         Fleet* response) override;
+  grpc::Status KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
+                           KeyValuePutResponse* response) override;
+  grpc::Status KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
+                           KeyValueGetResponse* response) override;
 
   // Joins the sweeper thread. Idempotent.
   void Stop();
@@ -37,6 +42,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   absl::Mutex mutex_;
   Membership membership_ ABSL_GUARDED_BY(mutex_);
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
+  KvStore kv_;
   absl::Notification stop_;
   std::thread sweeper_;
 };

@@ -186,3 +186,33 @@ def _is_zombie(pid):
             return f.read().split(")")[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+def test_key_value_store_for_multi_host_bootstrap(rm):
+    # What a multi-host GPU client's kv_put/kv_get callbacks go through.
+    import threading
+
+    import grpc
+
+    from switchyard import rm_pb2, rm_pb2_grpc
+    stub = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm.address))
+    stub.KeyValuePut(rm_pb2.KeyValuePutRequest(key="slice/0/topology/0", value=b"\x01\x02"))
+    got = stub.KeyValueGet(rm_pb2.KeyValueGetRequest(key="slice/0/topology/0"), timeout=5)
+    assert got.value == b"\x01\x02"
+    with pytest.raises(grpc.RpcError) as e:
+        stub.KeyValuePut(rm_pb2.KeyValuePutRequest(key="slice/0/topology/0", value=b"x"))
+    assert e.value.code() == grpc.StatusCode.ALREADY_EXISTS
+    with pytest.raises(grpc.RpcError) as e:
+        stub.KeyValueGet(rm_pb2.KeyValueGetRequest(key="missing"), timeout=5)
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(grpc.RpcError) as e:
+        stub.KeyValueGet(rm_pb2.KeyValueGetRequest(key="missing", timeout_ms=100), timeout=5)
+    assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    # A get waits for a put from another host.
+    later = threading.Timer(0.2, lambda: stub.KeyValuePut(
+        rm_pb2.KeyValuePutRequest(key="slice/0/nccl_clique", value=b"id")))
+    later.start()
+    got = stub.KeyValueGet(rm_pb2.KeyValueGetRequest(key="slice/0/nccl_clique", timeout_ms=5000),
+                           timeout=10)
+    later.join()
+    assert got.value == b"id"
