@@ -1,0 +1,241 @@
+"""Benchmark cases, run inside one client process per system (see run.py).
+
+    python cases.py SYSTEM CASE [--key value ...]     prints one JSON object
+
+SYSTEM is `local` (JAX's in-process CPU backend, the multi-controller stand-in) or
+`proxy` (a Switchyard cluster at $JAX_BACKEND_TARGET).
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+CHAIN = 128
+
+
+def setup(system, local_devices):
+    if system == "local":
+        os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={local_devices}"
+        os.environ["JAX_PLATFORMS"] = "cpu"
+        import jax
+        return jax
+    import jax
+    import switchyard
+    switchyard.initialize()
+    return jax
+
+
+def slice_meshes(jax, slices, per_slice):
+    from jax.sharding import Mesh
+    devices = jax.devices()
+    if hasattr(devices[0], "slice_index"):
+        groups = {}
+        for d in devices:
+            groups.setdefault(d.slice_index, []).append(d)
+        groups = [groups[k][:per_slice] for k in sorted(groups)][:slices]
+    else:
+        groups = [devices[i * per_slice:(i + 1) * per_slice] for i in range(slices)]
+    return [Mesh(np.array(g), ("d",)) for g in groups]
+
+
+def micro(jax, args):
+    """Pathways Figure 5: a scalar all-reduce over a slice plus an add, feeding the next."""
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    meshes = slice_meshes(jax, args.slices, args.per_slice)
+    steps, fused, xs = [], [], []
+    for mesh in meshes:
+        n = len(mesh.devices.flat)
+        one = jax.shard_map(lambda v: jax.lax.psum(v, "d") / n + 1.0, mesh=mesh,
+                            in_specs=P("d"), out_specs=P("d"))
+        steps.append(jax.jit(one))
+
+        def chain(v, one=one):
+            for _ in range(CHAIN):
+                v = one(v)
+            return v
+        fused.append(jax.jit(chain))
+        xs.append(jax.device_put(np.zeros(n, np.float32), NamedSharding(mesh, P("d"))))
+    for s, f, x in zip(steps, fused, xs):  # compile
+        jax.block_until_ready((s(x), f(x)))
+    out = {}
+    # OpByOp: one call per computation and the client waits for each.
+    t = time.perf_counter()
+    for _ in range(args.iters):
+        xs = [s(x) for s, x in zip(steps, xs)]
+        jax.block_until_ready(xs)
+    out["opbyop"] = args.iters * len(steps) / (time.perf_counter() - t)
+    # Chained: 128 dependent calls without waiting, then one wait.
+    t = time.perf_counter()
+    for _ in range(args.reps):
+        for _ in range(CHAIN):
+            xs = [s(x) for s, x in zip(steps, xs)]
+        jax.block_until_ready(xs)
+    out["chained"] = args.reps * CHAIN * len(steps) / (time.perf_counter() - t)
+    # Fused: the chain of 128 in one program.
+    t = time.perf_counter()
+    for _ in range(args.reps):
+        xs = [f(x) for f, x in zip(fused, xs)]
+        jax.block_until_ready(xs)
+    out["fused"] = args.reps * CHAIN * len(steps) / (time.perf_counter() - t)
+    return out
+
+
+def latency(jax, args):
+    """Round trip of a tiny program on one device: each call waited for, and pipelined."""
+    f = jax.jit(lambda v: v + 1)
+    x = jax.device_put(np.float32(0), jax.devices()[0])
+    f(x).block_until_ready()
+    samples = []
+    for _ in range(args.iters):
+        t = time.perf_counter()
+        x = f(x)
+        x.block_until_ready()
+        samples.append(time.perf_counter() - t)
+    issue = []
+    t0 = time.perf_counter()
+    for _ in range(args.iters):
+        t = time.perf_counter()
+        x = f(x)
+        issue.append(time.perf_counter() - t)
+    x.block_until_ready()
+    total = time.perf_counter() - t0
+    us = lambda v: float(v) * 1e6
+    return {"sync_p50_us": us(np.percentile(samples, 50)), "sync_p99_us": us(np.percentile(samples, 99)),
+            "issue_p50_us": us(np.percentile(issue, 50)), "issue_p99_us": us(np.percentile(issue, 99)),
+            "pipelined_per_call_us": us(total / args.iters)}
+
+
+def bandwidth(jax, args):
+    """host -> device (device_put), device -> host (fetch), device -> device (other slice)."""
+    devices = jax.devices()
+    src = devices[0]
+    dst = next((d for d in devices if getattr(d, "slice_index", 0) != getattr(src, "slice_index", 0)),
+               devices[-1])
+    out = {}
+    for mib in args.sizes:
+        a = np.random.default_rng(0).integers(0, 255, size=mib << 20, dtype=np.uint8)
+        rows = {}
+        best = {"h2d": 0, "d2h": 0, "d2d": 0}
+        for _ in range(args.reps):
+            t = time.perf_counter()
+            x = jax.device_put(a, src)
+            x.block_until_ready()
+            best["h2d"] = max(best["h2d"], mib / (time.perf_counter() - t))
+            t = time.perf_counter()
+            np.asarray(x)
+            best["d2h"] = max(best["d2h"], mib / (time.perf_counter() - t))
+            t = time.perf_counter()
+            y = jax.device_put(x, dst)
+            y.block_until_ready()
+            best["d2d"] = max(best["d2d"], mib / (time.perf_counter() - t))
+            del x, y
+        t = time.perf_counter()
+        for _ in range(args.reps):
+            a.copy()
+        rows["memcpy"] = mib * args.reps / (time.perf_counter() - t)
+        rows.update(best)
+        out[str(mib)] = rows
+    return out
+
+
+def work_fn(jax, k):
+    """A program whose duration grows with k: k dependent 64x64 matmuls."""
+    import jax.numpy as jnp
+    def f(x):
+        return jax.lax.fori_loop(0, k, lambda i, v: jnp.tanh(v @ v) * 0.5, x)
+    return jax.jit(f)
+
+
+def crossover(jax, args):
+    """Chained throughput of programs of growing duration, on each slice at once."""
+    devices = [m.devices.flat[0] for m in slice_meshes(jax, args.slices, 1)]
+    out = {}
+    for k in args.ks:
+        f = work_fn(jax, k)
+        xs = [jax.device_put(np.eye(64, dtype=np.float32) * 0.1, d) for d in devices]
+        jax.block_until_ready([f(x) for x in xs])
+        n = max(4, min(200, int(args.budget_s / max(args.durations_s[str(k)], 1e-5))))
+        t = time.perf_counter()
+        for _ in range(n):
+            xs = [f(x) for x in xs]
+        jax.block_until_ready(xs)
+        out[str(k)] = n * len(xs) / (time.perf_counter() - t)
+    return out
+
+
+def calibrate(jax, args):
+    """Duration of each work size on one local device (the compute-size axis)."""
+    x = jax.device_put(np.eye(64, dtype=np.float32) * 0.1, jax.devices()[0])
+    out = {}
+    for k in args.ks:
+        f = work_fn(jax, k)
+        f(x).block_until_ready()
+        n = 5
+        while True:
+            t = time.perf_counter()
+            y = x
+            for _ in range(n):
+                y = f(y)
+            y.block_until_ready()
+            dt = (time.perf_counter() - t) / n
+            if dt * n > 0.2 or n >= 5000:
+                break
+            n *= 4
+        out[str(k)] = dt
+    return out
+
+
+def client_load(jax, args):
+    """One of several clients: chained programs on one device for a fixed time."""
+    f = work_fn(jax, args.ks[0])
+    x = jax.device_put(np.eye(64, dtype=np.float32) * 0.1, jax.devices()[args.device])
+    f(x).block_until_ready()
+    print("READY", flush=True)
+    sys.stdin.readline()  # start together
+    done, t = 0, time.perf_counter()
+    while time.perf_counter() - t < args.seconds:
+        for _ in range(32):
+            x = f(x)
+        x.block_until_ready()
+        done += 32
+    return {"programs": done, "seconds": time.perf_counter() - t}
+
+
+CASES = {"micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
+         "calibrate": calibrate, "client_load": client_load}
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("system", choices=["local", "proxy"])
+    p.add_argument("case", choices=list(CASES))
+    p.add_argument("--slices", type=int, default=1)
+    p.add_argument("--per_slice", type=int, default=4)
+    p.add_argument("--iters", type=int, default=300)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--sizes", type=int, nargs="*", default=[1, 16, 64])
+    p.add_argument("--ks", type=int, nargs="*", default=[1])
+    p.add_argument("--durations", default="{}")
+    p.add_argument("--budget_s", type=float, default=1.0)
+    p.add_argument("--device", type=int, default=0)
+    p.add_argument("--seconds", type=float, default=3.0)
+    args = p.parse_args()
+    args.durations_s = json.loads(args.durations)
+    jax = setup(args.system, max(4, args.slices * args.per_slice))
+    result = CASES[args.case](jax, args)
+    print("RESULT " + json.dumps(result), flush=True)
+    import gc
+    jax.clear_caches()
+    gc.collect()
+    if args.system == "proxy":
+        import jax.extend.backend
+        jax.extend.backend.clear_backends()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Switchyard's benchmark suite: every system measured side by side in one run on
+this machine, reported as ratios against the baselines of the same run.
+
+    ./dev bench            (or: .venv/bin/python bench/run.py [--quick])
+
+Writes bench/results/latest.md (tables), latest.json and PNG plots.
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT / "python"))
+import switchyard  # noqa: E402
+
+PER_SLICE = 2  # devices per worker: XLA CPU collectives need a thread per device
+
+
+def case(system, name, *args, env=None, timeout=900):
+    cmd = [sys.executable, str(HERE / "cases.py"), system, name, *map(str, args)]
+    result = subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                            timeout=timeout)
+    for line in result.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{' '.join(cmd)} failed:\n{result.stderr[-3000:]}")
+
+
+def multiclient(cluster, clients, k, seconds):
+    procs = [subprocess.Popen([sys.executable, str(HERE / "cases.py"), "proxy", "client_load",
+                               "--ks", str(k), "--seconds", str(seconds)],
+                              env={**os.environ, **cluster.env()}, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+             for _ in range(clients)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "READY"
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    done = 0
+    for p in procs:
+        out, _ = p.communicate(timeout=seconds * 10 + 120)
+        done += json.loads(out.split("RESULT ", 1)[1])["programs"]
+    return done
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
+    parser.add_argument("--out", default=str(HERE / "results"))
+    args = parser.parse_args()
+    quick = args.quick
+    iters, reps = (100, 2) if quick else (300, 5)
+    sizes = [1, 16, 64] if quick else [1, 4, 16, 64, 256, 1024]
+    ks = [1, 4, 16, 64, 256, 1024, 4096]
+    r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    started = time.time()
+
+    print("== baselines: JAX in-process CPU, raw gRPC, Ray", flush=True)
+    r["local_micro"] = {s: case("local", "micro", "--slices", s, "--per_slice", PER_SLICE,
+                                "--iters", iters, "--reps", reps) for s in (1, 2, 4)}
+    r["local_latency"] = case("local", "latency", "--iters", 1000)
+    calib = case("local", "calibrate", "--ks", *ks)
+    r["durations_s"] = calib
+    r["local_crossover"] = case("local", "crossover", "--slices", 4, "--ks", *ks, "--durations",
+                                json.dumps(calib))
+    r["grpc"] = {str(m): json.loads(subprocess.run(
+        [str(ROOT / "build" / "bench" / "grpc_stream_bench"), str(m), str(reps)],
+        capture_output=True, text=True, check=True).stdout) for m in sizes}
+    try:
+        out = subprocess.run([sys.executable, str(HERE / "ray_cases.py")], capture_output=True,
+                             text=True, timeout=600).stdout
+        r["ray"] = json.loads(out.split("RESULT ", 1)[1])
+    except Exception as e:  # Ray is optional; say why it is missing
+        r["ray"] = {"error": str(e)[:300]}
+
+    r["switchyard_micro"] = {}
+    for workers in (1, 2, 4):
+        print(f"== Switchyard, {workers} workers", flush=True)
+        with switchyard.LocalCluster(workers=workers, devices_per_worker=PER_SLICE) as c:
+            r["switchyard_micro"][workers] = case(
+                "proxy", "micro", "--slices", workers, "--per_slice", PER_SLICE, "--iters", iters,
+                "--reps", reps, env=c.env())
+            if workers == 2:
+                r["switchyard_latency"] = case("proxy", "latency", "--iters", 1000, env=c.env())
+                r["switchyard_bandwidth"] = case("proxy", "bandwidth", "--sizes", *sizes, "--reps",
+                                                 reps, env=c.env())
+            if workers == 4:
+                r["switchyard_crossover"] = case("proxy", "crossover", "--slices", 4, "--ks", *ks,
+                                                 "--durations", json.dumps(calib), env=c.env())
+    print("== Switchyard, several clients on one device", flush=True)
+    k_033 = min(ks, key=lambda k: abs(calib[str(k)] - 0.33e-3))
+    r["multiclient"] = {"program_s": calib[str(k_033)]}
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
+        seconds = 3 if quick else 5
+        for n in (1, 2, 4, 8):
+            done = multiclient(c, n, k_033, seconds)
+            r["multiclient"][n] = done * calib[str(k_033)] / seconds
+    r["elapsed_s"] = time.time() - started
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "latest.json").write_text(json.dumps(r, indent=1))
+    report = render(r)
+    (out / "latest.md").write_text(report)
+    plot(r, out)
+    print(report)
+
+
+def fmt(v, digits=0):
+    return f"{v:,.{digits}f}"
+
+
+def crossover_ms(r, key):
+    """Smallest duration at which Switchyard reaches 95% of local throughput."""
+    for k, d in sorted(r["durations_s"].items(), key=lambda kv: kv[1]):
+        if r[key][k] >= 0.95 * r["local_crossover"][k]:
+            return d * 1e3
+    return None
+
+
+def render(r):
+    lines = [f"# Switchyard benchmarks\n", f"Machine: {r['machine']}. Run: {r['date']}, "
+             f"{r['elapsed_s']:.0f} s. Ratios compare systems measured in this same run.\n"]
+    lines += ["## 1. Pathways micro-benchmark (computations/s; one computation = all-reduce of a "
+              f"slice's {PER_SLICE} scalars + add)\n",
+              "| system | OpByOp | Chained (128) | Fused (128) |", "|---|---|---|---|"]
+    for s in (1, 2, 4):
+        m = r["local_micro"][s]
+        lines.append(f"| JAX in-process CPU, {s} slice(s) | {fmt(m['opbyop'])} | {fmt(m['chained'])} | "
+                     f"{fmt(m['fused'])} |")
+    for w, m in r["switchyard_micro"].items():
+        lines.append(f"| Switchyard, {w} worker(s) | {fmt(m['opbyop'])} | {fmt(m['chained'])} | "
+                     f"{fmt(m['fused'])} |")
+    ray = r["ray"]
+    if "error" not in ray:
+        lines.append(f"| Ray Core (actor call) | {fmt(ray['core_opbyop'])} | {fmt(ray['core_chained'])} | "
+                     f"{fmt(ray['core_fused'])} |")
+        lines.append(f"| Ray Compiled Graphs | {fmt(ray['cg_opbyop'])} | {fmt(ray['cg_chained'])} | – |")
+    else:
+        lines.append(f"| Ray | not measured: {ray['error']} | | |")
+    sy1, local1 = r["switchyard_micro"][1], r["local_micro"][1]
+    lat_sy, lat_local = r["switchyard_latency"], r["local_latency"]
+    lines += ["", "## Targets\n", "| target | measured | goal | met |", "|---|---|---|---|"]
+
+    def target(name, value, goal, ok):
+        lines.append(f"| {name} | {value} | {goal} | {'yes' if ok else 'no'} |")
+    fused = sy1["fused"] / local1["fused"]
+    target("Fused vs local JAX", f"{fused:.2f}x", ">= 0.95x", fused >= 0.95)
+    if "error" not in ray:
+        cg = sy1["chained"] / ray["cg_chained"]
+        core = sy1["chained"] / ray["core_chained"]
+        target("Chained vs Ray Compiled Graphs", f"{cg:.2f}x", ">= 1x", cg >= 1)
+        target("Chained vs Ray Core", f"{core:.1f}x", ">= 10x", core >= 10)
+    overhead = lat_sy["sync_p50_us"] - lat_local["sync_p50_us"]
+    target("OpByOp overhead over local JAX (p50)", f"{overhead:.0f} us", "<= 150 us", overhead <= 150)
+    cross = crossover_ms(r, "switchyard_crossover")
+    target("Crossover compute size, 4 workers", "never" if cross is None else f"{cross:.2f} ms",
+           "<= 1 ms", cross is not None and cross <= 1)
+    big = max(r["switchyard_bandwidth"], key=int)
+    h2d = r["switchyard_bandwidth"][big]["h2d"] / r["grpc"][big]["upload_mib_s"]
+    d2d = r["switchyard_bandwidth"][big]["d2d"] / r["grpc"][big]["upload_mib_s"]
+    target(f"host -> worker bandwidth vs raw gRPC ({big} MiB)", f"{h2d:.2f}x", ">= 0.5x", h2d >= 0.5)
+    target(f"worker -> worker bandwidth vs raw gRPC ({big} MiB)", f"{d2d:.2f}x", ">= 0.5x", d2d >= 0.5)
+    busy4 = r["multiclient"][4]
+    target("Device busy with 4 clients", f"{busy4:.0%}", ">= 90%", busy4 >= 0.9)
+
+    lines += ["", "## 2. Crossover: chained throughput on 4 slices vs compute size\n",
+              "| compute (ms) | local JAX (/s) | Switchyard 4 workers (/s) | ratio |", "|---|---|---|---|"]
+    for k, d in sorted(r["durations_s"].items(), key=lambda kv: kv[1]):
+        a, b = r["local_crossover"][k], r["switchyard_crossover"][k]
+        lines.append(f"| {d * 1e3:.3f} | {fmt(a)} | {fmt(b)} | {b / a:.2f} |")
+    lines += ["", "## 3. Dispatch latency of a tiny program (us)\n",
+              "| system | sync p50 | sync p99 | issue p50 | issue p99 | pipelined per call |",
+              "|---|---|---|---|---|---|"]
+    for name, v in (("JAX in-process CPU", lat_local), ("Switchyard", lat_sy)):
+        lines.append(f"| {name} | {v['sync_p50_us']:.0f} | {v['sync_p99_us']:.0f} | "
+                     f"{v['issue_p50_us']:.0f} | {v['issue_p99_us']:.0f} | {v['pipelined_per_call_us']:.0f} |")
+    lines += ["", "## 4. Transfer bandwidth (MiB/s, best of the repetitions)\n",
+              "| size (MiB) | memcpy | raw gRPC up | raw gRPC down | host -> worker | worker -> host | "
+              "worker -> worker (other slice) |", "|---|---|---|---|---|---|---|"]
+    for m, v in r["switchyard_bandwidth"].items():
+        g = r["grpc"][m]
+        lines.append(f"| {m} | {fmt(v['memcpy'])} | {fmt(g['upload_mib_s'])} | {fmt(g['download_mib_s'])} | "
+                     f"{fmt(v['h2d'])} | {fmt(v['d2h'])} | {fmt(v['d2d'])} |")
+    lines += ["", f"## 5. Several clients, one device ({r['multiclient']['program_s'] * 1e3:.2f} ms programs)\n",
+              "| clients | device busy |", "|---|---|"]
+    for n in (1, 2, 4, 8):
+        lines.append(f"| {n} | {r['multiclient'][n]:.0%} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(r, out):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4))
+    modes = ["opbyop", "chained", "fused"]
+    systems = [("local JAX", r["local_micro"][1])] + [
+        (f"Switchyard {w}w", m) for w, m in r["switchyard_micro"].items()]
+    if "error" not in r["ray"]:
+        systems.append(("Ray Core", {m: r["ray"][f"core_{m}"] for m in modes}))
+        systems.append(("Ray CG", {"opbyop": r["ray"]["cg_opbyop"], "chained": r["ray"]["cg_chained"],
+                                   "fused": 0}))
+    width = 0.8 / len(systems)
+    for i, (name, m) in enumerate(systems):
+        ax[0].bar([j + i * width for j in range(3)], [m[k] for k in modes], width, label=name)
+    ax[0].set_xticks([j + 0.4 - width / 2 for j in range(3)], modes)
+    ax[0].set_yscale("log")
+    ax[0].set_ylabel("computations / s")
+    ax[0].set_title("Pathways micro-benchmark")
+    ax[0].legend(fontsize=7)
+    ks = sorted(r["durations_s"], key=lambda k: r["durations_s"][k])
+    xs = [r["durations_s"][k] * 1e3 for k in ks]
+    ax[1].plot(xs, [r["switchyard_crossover"][k] / r["local_crossover"][k] for k in ks], "o-")
+    ax[1].axhline(0.95, color="gray", linestyle="--")
+    ax[1].set_xscale("log")
+    ax[1].set_xlabel("compute per program (ms)")
+    ax[1].set_ylabel("Switchyard / local throughput")
+    ax[1].set_title("Crossover, 4 workers")
+    fig.tight_layout()
+    fig.savefig(out / "latest.png", dpi=100)
+
+
+if __name__ == "__main__":
+    main()
