@@ -43,6 +43,46 @@ absl::Status Buffer::AwaitReady() const {
   return Event(client_->api(), args->event).Await();
 }
 
+namespace {
+
+struct ReadyCallback {
+  const PJRT_Api* api;
+  PJRT_Event* event;
+  std::function<void(absl::Status)> done;
+};
+
+void OnEventReady(PJRT_Error* error, void* user_arg) {
+  auto* callback = static_cast<ReadyCallback*>(user_arg);
+  callback->done(ToStatus(callback->api, error));
+  Event(callback->api, callback->event);  // destroys the event
+  delete callback;
+}
+
+}  // namespace
+
+void Buffer::OnReady(std::function<void(absl::Status)> done) const {
+  const PJRT_Api* api = client_->api();
+  Args<PJRT_Buffer_ReadyEvent_Args> ready;
+  ready->buffer = buffer_;
+  absl::Status status = SY_PJRT_CALL(api, Buffer_ReadyEvent, ready.get());
+  if (!status.ok()) {
+    done(status);
+    return;
+  }
+  auto* callback = new ReadyCallback{api, ready->event, std::move(done)};
+  Args<PJRT_Event_OnReady_Args> args;
+  args->event = ready->event;
+  args->callback = &OnEventReady;
+  args->user_arg = callback;
+  status = SY_PJRT_CALL(api, Event_OnReady, args.get());
+  if (!status.ok()) {
+    // Not registered: wait here instead.
+    absl::Status result = Event(api, callback->event).Await();
+    callback->done(result.ok() ? status : result);
+    delete callback;
+  }
+}
+
 absl::StatusOr<std::string> Buffer::ToHost() const {
   // Surface a failed producer as its own error rather than as a copy failure.
   SY_RETURN_IF_ERROR(AwaitReady());

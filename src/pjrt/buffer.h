@@ -4,6 +4,7 @@
 // pending work on it is done.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ class Buffer {
   // Waits until the buffer's contents are computed; returns the error that
   // produced it, if any (e.g. a failed launch).
   absl::Status AwaitReady() const;
+  // Calls `done` (on a plugin thread; it must not block) once the contents are
+  // computed, with the error that produced them, if any. The buffer may be
+  // destroyed before then.
+  void OnReady(std::function<void(absl::Status)> done) const;
   // Copies the contents to host, dense and major-to-minor; blocks until done.
   absl::StatusOr<std::string> ToHost() const;
 

@@ -5,77 +5,135 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "absl/synchronization/notification.h"
 
 namespace switchyard::proxy {
 WorkerConnection::WorkerConnection(std::string address)
-    : address_(std::move(address)),
-      stub_(Worker::NewStub(CreateChannel(address_))),
-      thread_([this] { Loop(); }) {}
+    : address_(std::move(address)), stub_(Worker::NewStub(CreateChannel(address_))) {}
 
 WorkerConnection::~WorkerConnection() {
+  std::vector<std::thread> readers;
   {
-    absl::MutexLock lock(&mutex_);
-    stop_ = true;
+    absl::MutexLock lock(&write_mutex_);
+    if (stream_ != nullptr) {
+      stream_->WritesDone();
+      context_->TryCancel();
+    }
+    readers.swap(readers_);
   }
-  thread_.join();
+  for (std::thread& reader : readers) reader.join();
 }
 
-void WorkerConnection::Enqueue(std::function<void()> call) {
-  absl::MutexLock lock(&mutex_);
-  queue_.emplace_back(std::move(call));
+void WorkerConnection::OpenLocked() {
+  if (context_ != nullptr) context_->TryCancel();  // its reader fails what waits on it
+  context_ = std::make_shared<grpc::ClientContext>();
+  stream_ = std::shared_ptr<grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>>(
+      stub_->Dispatch(context_.get()));
+  ++generation_;
+  readers_.emplace_back([this, context = context_, stream = stream_, generation = generation_] {
+    ReadLoop(context, stream, generation);
+  });
+}
+
+void WorkerConnection::Fail(uint64_t seq, const absl::Status& status) {
+  Done done;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = waiting_.find(seq);
+    if (it == waiting_.end()) return;
+    done = std::move(it->second.done);
+    waiting_.erase(it);
+  }
+  done(status);
+}
+
+void WorkerConnection::Send(DispatchRequest op, Done done) {
+  absl::MutexLock write_lock(&write_mutex_);
+  if (stream_ == nullptr) OpenLocked();
+  const uint64_t seq = next_seq_++;
+  op.set_seq(seq);
+  const bool reply = done != nullptr;
+  if (reply) {
+    op.set_reply(true);
+    absl::MutexLock lock(&mutex_);
+    waiting_[seq] = Waiter{generation_, std::move(done)};
+  }
+  if (stream_->Write(op)) return;
+  // The worker went away (or restarted): one new stream, one more try.
+  OpenLocked();
+  if (reply) {
+    absl::MutexLock lock(&mutex_);
+    waiting_[seq].generation = generation_;
+  }
+  if (stream_->Write(op)) return;
+  const absl::Status lost = absl::UnavailableError(absl::StrCat("worker ", address_, " is unreachable"));
+  if (reply) {
+    Fail(seq, lost);
+  } else {
+    SY_LOG(Warning) << lost.message() << "; an operation was dropped";
+  }
+}
+
+void WorkerConnection::ReadLoop(
+    std::shared_ptr<grpc::ClientContext> context,
+    std::shared_ptr<grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>> stream,
+    uint64_t generation) {
+  DispatchResponse response;
+  while (stream->Read(&response)) {
+    absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
+    Done done;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto it = waiting_.find(response.seq());
+      if (it != waiting_.end()) {
+        done = std::move(it->second.done);
+        waiting_.erase(it);
+      }
+    }
+    if (done != nullptr) {
+      done(status);
+    } else if (!status.ok()) {
+      SY_LOG(Warning) << "operation on worker " << address_ << " failed: " << status;
+    }
+  }
+  // This stream ended: whatever still waits on it will not be answered.
+  std::vector<Done> orphans;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.generation == generation) {
+        orphans.push_back(std::move(it->second.done));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  const absl::Status lost =
+      absl::UnavailableError(absl::StrCat("lost the operation stream to worker ", address_));
+  for (Done& done : orphans) done(lost);
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id) {
-  absl::MutexLock lock(&mutex_);
-  if (queue_.empty() || !std::holds_alternative<std::vector<uint64_t>>(queue_.back())) {
-    queue_.emplace_back(std::vector<uint64_t>());
-  }
-  std::get<std::vector<uint64_t>>(queue_.back()).push_back(buffer_id);
+  DispatchRequest op;
+  op.mutable_delete_buffers()->add_buffer_ids(buffer_id);
+  Send(std::move(op));
 }
 
-void WorkerConnection::Flush() {
-  absl::MutexLock lock(&mutex_);
-  auto drained = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return queue_.empty() && !busy_;
+absl::Status WorkerConnection::Await(const std::vector<uint64_t>& buffer_ids) {
+  struct Result {
+    absl::Notification done;
+    absl::Status status;
   };
-  mutex_.Await(absl::Condition(&drained));
-}
-
-void WorkerConnection::DeleteBuffers(const std::vector<uint64_t>& ids) {
-  DeleteBuffersRequest request;
-  request.mutable_buffer_ids()->Add(ids.begin(), ids.end());
-  DeleteBuffersResponse response;
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
-  grpc::Status status = stub_->DeleteBuffers(&context, request, &response);
-  if (!status.ok()) {
-    // A worker that is gone has freed its buffers with its process.
-    SY_LOG(Warning) << "deleting " << ids.size() << " buffers on " << address_
-                    << " failed: " << status.error_message();
-  }
-}
-
-void WorkerConnection::Loop() {
-  while (true) {
-    Item item;
-    {
-      absl::MutexLock lock(&mutex_);
-      busy_ = false;
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return stop_ || !queue_.empty();
-      };
-      mutex_.Await(absl::Condition(&ready));
-      if (queue_.empty()) return;  // stopping, and everything has run
-      item = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-    }
-    if (auto* call = std::get_if<std::function<void()>>(&item)) {
-      (*call)();
-    } else {
-      DeleteBuffers(std::get<std::vector<uint64_t>>(item));
-    }
-  }
+  auto result = std::make_shared<Result>();
+  DispatchRequest op;
+  op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
+  Send(std::move(op), [result](absl::Status status) {
+    result->status = std::move(status);
+    result->done.Notify();
+  });
+  result->done.WaitForNotification();
+  return result->status;
 }
 
 Fleet::Fleet(std::string rm_address)

@@ -5,13 +5,11 @@
 // Thread-safe. The proxy never includes worker internals: only worker.proto.
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <thread>
-#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -21,38 +19,57 @@
 
 namespace switchyard::proxy {
 
-// One worker: its stub and its dispatch queue. Launches, transfers and deletions
-// for the worker run on one thread in the order they were queued, so a later
-// operation always sees the buffers and executables an earlier one made, and the
-// request path never waits for a worker. Deletions queued back to back go as one
-// batch.
+// One worker: its stub and the ordered operation stream (`Worker.Dispatch`) the
+// proxy keeps open to it. Launches, transfers and deletions are written to the
+// stream in the order they are issued and run on the worker in that order, without
+// a round trip each: a later operation always sees what an earlier one made, and no
+// request waits for a worker unless it asks for a value. Thread-safe.
 class WorkerConnection {
  public:
+  using Done = std::function<void(absl::Status)>;
+
   explicit WorkerConnection(std::string address);
-  ~WorkerConnection();  // runs what is queued first
+  ~WorkerConnection();
 
   const std::string& address() const { return address_; }
   Worker::Stub* stub() { return stub_.get(); }
 
-  // Runs `call` on the dispatch thread after everything queued before it.
-  void Enqueue(std::function<void()> call) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Queues a buffer for deletion, after everything queued before it.
-  void DeleteLater(uint64_t buffer_id) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Waits until everything queued so far has run.
-  void Flush() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Sends `op`; `done`, if given, runs (on the reader thread) when the worker has
+  // carried it out, with its status; otherwise only a failure is logged.
+  void Send(DispatchRequest op, Done done = nullptr)
+      ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  void DeleteLater(uint64_t buffer_id);
+  // Waits until the buffers are computed; their error, if any. Ordered after
+  // everything sent before.
+  absl::Status Await(const std::vector<uint64_t>& buffer_ids);
+  // Waits until everything sent so far has been carried out.
+  void Flush() { (void)Await({}); }
 
  private:
-  using Item = std::variant<std::function<void()>, std::vector<uint64_t>>;
-  void Loop();
-  void DeleteBuffers(const std::vector<uint64_t>& ids);
+  // (Re)opens the stream.
+  void OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  void Fail(uint64_t seq, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
+  void ReadLoop(std::shared_ptr<grpc::ClientContext> context,
+                std::shared_ptr<grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>> stream,
+                uint64_t generation);
 
   const std::string address_;
   std::unique_ptr<Worker::Stub> stub_;
+  // Held while writing, so operations go out in order and one at a time. Never
+  // taken by the reader, which only needs `mutex_`.
+  absl::Mutex write_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(write_mutex_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(write_mutex_) = 0;
+  std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(write_mutex_);
+  std::shared_ptr<grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>> stream_
+      ABSL_GUARDED_BY(write_mutex_);
+  std::vector<std::thread> readers_ ABSL_GUARDED_BY(write_mutex_);
   absl::Mutex mutex_;
-  std::deque<Item> queue_ ABSL_GUARDED_BY(mutex_);
-  bool busy_ ABSL_GUARDED_BY(mutex_) = false;
-  bool stop_ ABSL_GUARDED_BY(mutex_) = false;
-  std::thread thread_;
+  struct Waiter {
+    uint64_t generation;
+    Done done;
+  };
+  std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);
 };
 
 struct DeviceEntry {

@@ -71,10 +71,11 @@ std::string RequestName(const wire::IfrtRequest& request) {
 }  // namespace
 
 Executable::~Executable() {
-  // After every launch already queued for it.
-  if (worker != nullptr) {
-    worker->Enqueue([worker = worker, id = worker_id] { DeleteExecutable(worker, id); });
-  }
+  // On the worker's operation stream, so after every launch already sent for it.
+  if (worker == nullptr) return;
+  DispatchRequest op;
+  op.mutable_delete_executables()->add_executable_ids(worker_id);
+  worker->Send(std::move(op));
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,

@@ -87,8 +87,9 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   auto copy = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), to_device);
   // The destination pulls straight from the source worker; `from` stays alive
   // (not deleted on its worker) until the pull is done.
-  worker->Enqueue([worker, from, request = std::move(request)] {
-    absl::Status status = AssembleBuffer(worker, request);
+  DispatchRequest op;
+  *op.mutable_assemble() = std::move(request);
+  worker->Send(std::move(op), [worker, from](absl::Status status) {
     if (!status.ok()) SY_LOG(Warning) << "transfer to " << worker->address() << " failed: " << status;
   });
   return copy;
@@ -350,8 +351,9 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       return absl::InternalError("the source shards do not cover the resharded array");
     }
     out->shards[j] = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), device);
-    worker->Enqueue([worker, sources, request = std::move(request)] {
-      absl::Status status = AssembleBuffer(worker, request);
+    DispatchRequest op;
+    *op.mutable_assemble() = std::move(request);
+    worker->Send(std::move(op), [worker, sources](absl::Status status) {
       if (!status.ok()) SY_LOG(Warning) << "reshard on " << worker->address() << " failed: " << status;
     });
   }
@@ -456,7 +458,7 @@ absl::Status Session::HandleCheckValueReady(const wire::CheckValueReadyRequest& 
       if (shard != nullptr) by_worker[shard->worker()].push_back(shard->id());
     }
   }
-  for (const auto& [worker, ids] : by_worker) SY_RETURN_IF_ERROR(AwaitBuffers(worker, ids));
+  for (const auto& [worker, ids] : by_worker) SY_RETURN_IF_ERROR(worker->Await(ids));
   return absl::OkStatus();
 }
 

@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/logging.h"
 #include "common/status_macros.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -235,15 +234,12 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
           std::make_shared<RemoteBuffer>(executable->worker, id, executable->devices[d]));
     }
   }
-  // Queued, not awaited: the worker stores a failed launch's error under its outputs,
-  // and whoever reads them gets it. The executable and the arguments stay alive
-  // until the launch has been sent.
-  executable->worker->Enqueue([executable, args, launch = std::move(launch)] {
-    absl::Status launched = Execute(executable->worker, launch);
-    if (!launched.ok()) {
-      SY_LOG(Warning) << "launch of '" << executable->name << "' failed: " << launched;
-    }
-  });
+  // Sent, not awaited: the worker stores a failed launch's error under its outputs,
+  // and whoever reads them gets it. Deleting the arguments or the executable later
+  // goes on the same stream, so after this launch.
+  DispatchRequest op;
+  *op.mutable_execute() = std::move(launch);
+  executable->worker->Send(std::move(op));
   // Donated arguments are consumed by the launch.
   std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
                               request.execute_options().non_donatable_input_indices().end());

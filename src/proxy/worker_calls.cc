@@ -14,7 +14,6 @@ namespace {
 
 constexpr absl::Duration kTransferTimeout = absl::Minutes(10);
 constexpr absl::Duration kCompileTimeout = absl::Minutes(30);
-constexpr absl::Duration kCallTimeout = absl::Minutes(1);
 
 void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
@@ -84,17 +83,6 @@ absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_
   return data;
 }
 
-absl::Status AwaitBuffers(WorkerConnection* worker, const std::vector<uint64_t>& buffer_ids) {
-  grpc::ClientContext context;
-  SetDeadline(&context, kTransferTimeout);
-  AwaitBuffersRequest request;
-  request.mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
-  request.set_wait_ms(limits::kBufferWaitMs);
-  AwaitBuffersResponse response;
-  return Annotate(FromGrpcStatus(worker->stub()->AwaitBuffers(&context, request, &response)),
-                  worker);
-}
-
 absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);
@@ -103,30 +91,6 @@ absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileR
       Annotate(FromGrpcStatus(worker->stub()->Compile(&context, request, &response)), worker);
   if (!status.ok()) return status;
   return response;
-}
-
-absl::Status Execute(WorkerConnection* worker, const ExecuteRequest& request) {
-  grpc::ClientContext context;
-  SetDeadline(&context, kCallTimeout);
-  ExecuteResponse response;
-  return Annotate(FromGrpcStatus(worker->stub()->Execute(&context, request, &response)), worker);
-}
-
-absl::Status AssembleBuffer(WorkerConnection* worker, const AssembleBufferRequest& request) {
-  grpc::ClientContext context;
-  SetDeadline(&context, kTransferTimeout);
-  AssembleBufferResponse response;
-  return Annotate(FromGrpcStatus(worker->stub()->AssembleBuffer(&context, request, &response)),
-                  worker);
-}
-
-void DeleteExecutable(WorkerConnection* worker, uint64_t executable_id) {
-  grpc::ClientContext context;
-  SetDeadline(&context, kCallTimeout);
-  DeleteExecutablesRequest request;
-  request.add_executable_ids(executable_id);
-  DeleteExecutablesResponse response;
-  (void)worker->stub()->DeleteExecutables(&context, request, &response);
 }
 
 }  // namespace switchyard::proxy

@@ -1,7 +1,8 @@
 #pragma once
 
-// The worker API as the proxy uses it: one function per call, statuses converted,
-// deadlines set, buffers streamed in chunks.
+// The worker's unary calls as the proxy uses them: statuses converted, deadlines set,
+// buffers streamed in chunks. Launches, transfers and deletions go on the ordered
+// operation stream instead (`WorkerConnection::Send`).
 
 #include <cstdint>
 #include <string>
@@ -19,10 +20,6 @@ uint64_t NewWorkerObjectId();
 absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
                        const std::vector<int64_t>& dims, const std::string& data);
 absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_id);
-absl::Status AwaitBuffers(WorkerConnection* worker, const std::vector<uint64_t>& buffer_ids);
 absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request);
-absl::Status Execute(WorkerConnection* worker, const ExecuteRequest& request);
-void DeleteExecutable(WorkerConnection* worker, uint64_t executable_id);
-absl::Status AssembleBuffer(WorkerConnection* worker, const AssembleBufferRequest& request);
 
 }  // namespace switchyard::proxy

@@ -152,6 +152,93 @@ grpc::Status WorkerService::AssembleBuffer(grpc::ServerContext* context,
   return ToGrpcStatus(transfers_->Assemble(*request));
 }
 
+grpc::Status WorkerService::Dispatch(
+    grpc::ServerContext* context, grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
+  absl::Mutex mutex;  // one writer at a time; guards `waiting`
+  int waiting = 0;    // awaits whose callbacks still hold `respond`
+  auto respond = [&](uint64_t seq, const absl::Status& status) {
+    DispatchResponse response;
+    response.set_seq(seq);
+    response.set_code(static_cast<int>(status.code()));
+    response.set_message(std::string(status.message()));
+    absl::MutexLock lock(&mutex);
+    stream->Write(response);
+  };
+  DispatchRequest request;
+  while (stream->Read(&request)) {
+    const uint64_t seq = request.seq();
+    absl::Status status;
+    switch (request.op_case()) {
+      case DispatchRequest::kExecute:
+        status = executor_->Execute(request.execute());
+        break;
+      case DispatchRequest::kAssemble:
+        status = transfers_->Assemble(request.assemble());
+        break;
+      case DispatchRequest::kDeleteBuffers:
+        buffers_->Delete({request.delete_buffers().buffer_ids().begin(),
+                          request.delete_buffers().buffer_ids().end()});
+        break;
+      case DispatchRequest::kDeleteExecutables:
+        executor_->Delete({request.delete_executables().executable_ids().begin(),
+                           request.delete_executables().executable_ids().end()});
+        break;
+      case DispatchRequest::kAwaitBuffers: {
+        // Earlier operations on this stream have run, so the buffers exist (or their
+        // errors do); answer when the last one is computed, without blocking the stream.
+        std::vector<std::shared_ptr<const StoredBuffer>> buffers;
+        for (uint64_t id : request.await_buffers().buffer_ids()) {
+          auto stored = buffers_->Get(id);
+          if (!stored.ok()) {
+            status = stored.status();
+            break;
+          }
+          buffers.push_back(*std::move(stored));
+        }
+        if (!status.ok() || buffers.empty()) break;
+        struct Pending {
+          absl::Mutex mutex;
+          size_t left;
+          absl::Status first_error;
+        };
+        auto pending = std::make_shared<Pending>();
+        pending->left = buffers.size();
+        {
+          absl::MutexLock lock(&mutex);
+          ++waiting;
+        }
+        for (const auto& stored : buffers) {
+          stored->buffer->OnReady([&, seq, pending, stored](absl::Status ready) {
+            bool last;
+            absl::Status result;
+            {
+              absl::MutexLock lock(&pending->mutex);
+              if (pending->first_error.ok()) pending->first_error = ready;
+              last = --pending->left == 0;
+              result = pending->first_error;
+            }
+            if (!last) return;
+            respond(seq, result);
+            absl::MutexLock lock(&mutex);
+            --waiting;
+          });
+        }
+        continue;  // answered by the callback
+      }
+      default:
+        status = absl::InvalidArgumentError("empty dispatch operation");
+    }
+    if (!status.ok() || request.reply() || request.op_case() == DispatchRequest::kAwaitBuffers) {
+      respond(seq, status);
+    }
+  }
+  // Callbacks still pending use `respond` and `stream`: wait for them.
+  absl::MutexLock lock(&mutex);
+  auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) { return waiting == 0; };
+  mutex.Await(absl::Condition(&idle));
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                                      WorkerStats* response) {
   response->set_buffers(buffers_->size());

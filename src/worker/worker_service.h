@@ -54,6 +54,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                             AwaitBuffersResponse* response) override;
   grpc::Status AssembleBuffer(grpc::ServerContext* context, const AssembleBufferRequest* request,
                               AssembleBufferResponse* response) override;
+  grpc::Status Dispatch(grpc::ServerContext* context,
+                        grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
 
