@@ -175,6 +175,11 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
       held.push_back(std::move(stored));
     }
   }
+  absl::MutexLock serial(&multi_device_mutex_);  // launches start one at a time
+  if (num_devices > 1) {
+    for (auto& event : multi_device_inflight_) (void)event->Await();
+    multi_device_inflight_.clear();
+  }
   auto launch = executable->Execute(arguments);
   if (!launch.ok()) {
     return absl::Status(launch.status().code(),
@@ -197,6 +202,8 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
       absl::Status done = completion->Await();
       if (status.ok()) status = done;
     }
+  } else if (num_devices > 1) {
+    multi_device_inflight_ = std::move(launch->completions);
   }
   return status;
 }

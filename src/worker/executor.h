@@ -48,6 +48,13 @@ class Executor {
   absl::flat_hash_map<uint64_t, std::shared_ptr<const pjrt::Executable>> executables_
       ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
+  // The XLA CPU client runs a multi-device launch's device parts on a small shared
+  // thread pool; with several such launches in flight, parts of different launches can
+  // hold every thread while waiting in a collective for a part that has no thread left
+  // (a rendezvous deadlock). So a multi-device launch starts once the previous one is done.
+  absl::Mutex multi_device_mutex_;
+  std::vector<std::unique_ptr<pjrt::Event>> multi_device_inflight_
+      ABSL_GUARDED_BY(multi_device_mutex_);
 };
 
 }  // namespace switchyard::worker

@@ -1,6 +1,8 @@
 #include "worker/worker_service.h"
 
 #include <algorithm>
+#include <deque>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -154,16 +156,37 @@ grpc::Status WorkerService::AssembleBuffer(grpc::ServerContext* context,
 
 grpc::Status WorkerService::Dispatch(
     grpc::ServerContext* context, grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
-  absl::Mutex mutex;  // one writer at a time; guards `waiting`
-  int waiting = 0;    // awaits whose callbacks still hold `respond`
+  // Answers are written by one thread of our own: readiness callbacks run on the
+  // plugin's device threads and must never block there (a device thread stuck in a
+  // write would leave its peers waiting in a collective).
+  absl::Mutex mutex;
+  std::deque<DispatchResponse> answers ABSL_GUARDED_BY(mutex);
+  int waiting ABSL_GUARDED_BY(mutex) = 0;  // awaits not yet answered
+  bool reading_done ABSL_GUARDED_BY(mutex) = false;
   auto respond = [&](uint64_t seq, const absl::Status& status) {
     DispatchResponse response;
     response.set_seq(seq);
     response.set_code(static_cast<int>(status.code()));
     response.set_message(std::string(status.message()));
     absl::MutexLock lock(&mutex);
-    stream->Write(response);
+    answers.push_back(std::move(response));
   };
+  std::thread writer([&] {
+    while (true) {
+      DispatchResponse response;
+      {
+        absl::MutexLock lock(&mutex);
+        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
+          return !answers.empty() || (reading_done && waiting == 0);
+        };
+        mutex.Await(absl::Condition(&ready));
+        if (answers.empty()) return;
+        response = std::move(answers.front());
+        answers.pop_front();
+      }
+      stream->Write(response);
+    }
+  });
   DispatchRequest request;
   while (stream->Read(&request)) {
     const uint64_t seq = request.seq();
@@ -196,6 +219,10 @@ grpc::Status WorkerService::Dispatch(
           buffers.push_back(*std::move(stored));
         }
         if (!status.ok() || buffers.empty()) break;
+        {
+          absl::MutexLock lock(&mutex);
+          ++waiting;
+        }
         struct Pending {
           absl::Mutex mutex;
           size_t left;
@@ -203,27 +230,23 @@ grpc::Status WorkerService::Dispatch(
         };
         auto pending = std::make_shared<Pending>();
         pending->left = buffers.size();
-        {
-          absl::MutexLock lock(&mutex);
-          ++waiting;
-        }
         for (const auto& stored : buffers) {
-          stored->buffer->OnReady([&, seq, pending, stored](absl::Status ready) {
-            bool last;
+          // Runs on a device thread: it only queues the answer for the writer thread,
+          // and holds no buffer (destroying one there would wait for that device).
+          stored->buffer->OnReady([&, seq, pending](absl::Status ready) {
             absl::Status result;
             {
               absl::MutexLock lock(&pending->mutex);
               if (pending->first_error.ok()) pending->first_error = ready;
-              last = --pending->left == 0;
+              if (--pending->left > 0) return;
               result = pending->first_error;
             }
-            if (!last) return;
             respond(seq, result);
             absl::MutexLock lock(&mutex);
             --waiting;
           });
         }
-        continue;  // answered by the callback
+        continue;  // answered by the last callback
       }
       default:
         status = absl::InvalidArgumentError("empty dispatch operation");
@@ -232,10 +255,11 @@ grpc::Status WorkerService::Dispatch(
       respond(seq, status);
     }
   }
-  // Callbacks still pending use `respond` and `stream`: wait for them.
-  absl::MutexLock lock(&mutex);
-  auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) { return waiting == 0; };
-  mutex.Await(absl::Condition(&idle));
+  {
+    absl::MutexLock lock(&mutex);
+    reading_done = true;
+  }
+  writer.join();  // after the last pending await is answered
   return grpc::Status::OK;
 }
 
