@@ -37,8 +37,17 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];
-    SY_ASSIGN_OR_RETURN(std::string data,
-                        ExtractShard(host, shape, byte_strides, element_bytes, layout.domains[i]));
+    const bool whole = byte_strides.empty() && layout.domains[i].shape() == shape;
+    std::string cut;
+    if (!whole) {
+      SY_ASSIGN_OR_RETURN(cut, ExtractShard(host, shape, byte_strides, element_bytes,
+                                            layout.domains[i]));
+    } else if (static_cast<int64_t>(host.size()) != NumElements(shape) * element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
+                                                     " bytes; the array needs ",
+                                                     NumElements(shape) * element_bytes));
+    }
+    const std::string& data = whole ? host : cut;
     SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
     const uint64_t id = NewWorkerObjectId();
     SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), data));
@@ -60,6 +69,9 @@ absl::StatusOr<std::string> Session::FetchArray(const Array& array,
     if (std::find(done.begin(), done.end(), layout.domains[i]) != done.end()) continue;
     const RemoteBuffer& shard = *array.shards[i];
     SY_ASSIGN_OR_RETURN(std::string data, GetBuffer(shard.worker(), shard.id()));
+    if (byte_strides.empty() && layout.domains[i].shape() == array.shape) {
+      return data;  // one shard holds it all, already dense
+    }
     SY_RETURN_IF_ERROR(InsertShard(data, array.shape, byte_strides, element_bytes,
                                    layout.domains[i], &host));
     done.push_back(layout.domains[i]);

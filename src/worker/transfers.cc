@@ -93,6 +93,15 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
   const int64_t element_bytes = pjrt::BitWidth(dtype) / 8;
   if (element_bytes == 0) return absl::UnimplementedError("sub-byte types cannot be assembled");
   const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
+  // The common case, a whole buffer moved: no cutting and pasting.
+  if (request.pieces_size() == 1 && request.pieces(0).source_start().empty() &&
+      request.pieces(0).size().empty() && request.pieces(0).dest_start().empty()) {
+    SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0).source_address(),
+                                             request.pieces(0).source_buffer_id()));
+    if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
+    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(source.bytes, dtype, dims, ordinal));
+    return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+  }
   std::string data(size, '\0');
   std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
   for (const BufferPiece& piece : request.pieces()) {

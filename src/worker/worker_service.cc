@@ -52,7 +52,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
         absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
   }
   std::string data;
-  data.reserve(std::min<int64_t>(size, limits::kBufferChunkBytes * 4));
+  data.reserve(size);  // checked against the dtype and dims above
   data.append(chunk.data());
   while (reader->Read(&chunk)) {
     if (chunk.has_header()) return absl::InvalidArgumentError("a second header in one stream");
@@ -99,7 +99,7 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   size_t offset = 0;
   do {
     size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes->size() - offset);
-    chunk.set_data(bytes->substr(offset, n));
+    chunk.set_data(bytes->data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     chunk.clear_header();
     offset += n;
