@@ -62,27 +62,39 @@ def micro(jax, args):
         xs.append(jax.device_put(np.zeros(n, np.float32), NamedSharding(mesh, P("d"))))
     for s, f, x in zip(steps, fused, xs):  # compile
         jax.block_until_ready((s(x), f(x)))
-    out = {}
-    # OpByOp: one call per computation and the client waits for each.
-    t = time.perf_counter()
-    for _ in range(args.iters):
-        xs = [s(x) for s, x in zip(steps, xs)]
-        jax.block_until_ready(xs)
-    out["opbyop"] = args.iters * len(steps) / (time.perf_counter() - t)
-    # Chained: 128 dependent calls without waiting, then one wait.
-    t = time.perf_counter()
-    for _ in range(args.reps):
-        for _ in range(CHAIN):
-            xs = [s(x) for s, x in zip(steps, xs)]
-        jax.block_until_ready(xs)
-    out["chained"] = args.reps * CHAIN * len(steps) / (time.perf_counter() - t)
-    # Fused: the chain of 128 in one program.
-    t = time.perf_counter()
-    for _ in range(args.reps):
-        xs = [f(x) for f, x in zip(fused, xs)]
-        jax.block_until_ready(xs)
-    out["fused"] = args.reps * CHAIN * len(steps) / (time.perf_counter() - t)
-    return out
+    state = {"xs": xs}
+
+    def opbyop():  # one call per computation; the client waits for each
+        for _ in range(args.iters):
+            state["xs"] = [s(x) for s, x in zip(steps, state["xs"])]
+            jax.block_until_ready(state["xs"])
+        return args.iters * len(steps)
+
+    def chained():  # 128 dependent calls without waiting, then one wait
+        for _ in range(args.reps):
+            for _ in range(CHAIN):
+                state["xs"] = [s(x) for s, x in zip(steps, state["xs"])]
+            jax.block_until_ready(state["xs"])
+        return args.reps * CHAIN * len(steps)
+
+    def fused_chain():  # the chain of 128 in one program
+        for _ in range(args.reps):
+            state["xs"] = [f(x) for f, x in zip(fused, state["xs"])]
+            jax.block_until_ready(state["xs"])
+        return args.reps * CHAIN * len(steps)
+
+    return {name: best_rate(fn) for name, fn in
+            (("opbyop", opbyop), ("chained", chained), ("fused", fused_chain))}
+
+
+def best_rate(fn, tries=3):
+    """Best of a few runs: on two shared cores, the slowest runs measure the neighbours."""
+    best = 0.0
+    for _ in range(tries):
+        t = time.perf_counter()
+        n = fn()
+        best = max(best, n / (time.perf_counter() - t))
+    return best
 
 
 def latency(jax, args):

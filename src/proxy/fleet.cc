@@ -173,13 +173,6 @@ std::vector<DeviceEntry> Fleet::Devices() const {
   return out;
 }
 
-absl::StatusOr<DeviceEntry> Fleet::Device(int64_t id) const {
-  absl::MutexLock lock(&mutex_);
-  auto it = devices_.find(id);
-  if (it == devices_.end()) return absl::NotFoundError(absl::StrCat("unknown device ", id));
-  return it->second;
-}
-
 WorkerConnection* Fleet::Connection(const std::string& address) {
   absl::MutexLock lock(&mutex_);
   auto& connection = connections_[address];

@@ -87,8 +87,6 @@ class Fleet {
   absl::Status Refresh() ABSL_LOCKS_EXCLUDED(mutex_);
 
   std::vector<DeviceEntry> Devices() const ABSL_LOCKS_EXCLUDED(mutex_);
-  // NOT_FOUND for an id no healthy worker has.
-  absl::StatusOr<DeviceEntry> Device(int64_t id) const ABSL_LOCKS_EXCLUDED(mutex_);
   // The connection to a worker, created on first use; lives as long as the fleet.
   WorkerConnection* Connection(const std::string& address) ABSL_LOCKS_EXCLUDED(mutex_);
 
