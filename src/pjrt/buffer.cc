@@ -24,6 +24,15 @@ absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_
   device->buffer = handle;
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Buffer_Device, device.get()));
   buffer->ordinal_ = client->OrdinalOf(device->device);
+  Args<PJRT_Buffer_Memory_Args> memory;
+  memory->buffer = handle;
+  if (SY_PJRT_CALL(api, Buffer_Memory, memory.get()).ok() && memory->memory != nullptr) {
+    Args<PJRT_Memory_Kind_Args> kind;
+    kind->memory = memory->memory;
+    if (SY_PJRT_CALL(api, Memory_Kind, kind.get()).ok()) {
+      buffer->memory_kind_.assign(kind->kind, kind->kind_size);
+    }
+  }
   int64_t elements = 1;
   for (int64_t dim : buffer->dims_) elements *= dim;
   buffer->host_size_bytes_ = DenseByteSize(buffer->dtype_, elements);

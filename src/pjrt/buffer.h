@@ -29,6 +29,8 @@ class Buffer {
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   int device_ordinal() const { return ordinal_; }
+  // "device", "pinned_host", ...; empty if the plugin does not say.
+  const std::string& memory_kind() const { return memory_kind_; }
   // Bytes of the dense host copy.
   int64_t host_size_bytes() const { return host_size_bytes_; }
 
@@ -53,6 +55,7 @@ class Buffer {
   std::vector<int64_t> dims_;
   int ordinal_ = 0;
   int64_t host_size_bytes_ = 0;
+  std::string memory_kind_;
 };
 
 }  // namespace switchyard::pjrt

@@ -1,5 +1,7 @@
 #include "pjrt/client.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
@@ -114,6 +116,7 @@ absl::Status Client::ReadDevices() {
     Args<PJRT_Device_AddressableMemories_Args> memories;
     memories->device = device;
     SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Device_AddressableMemories, memories.get()));
+    memory_handles_.emplace_back(memories->memories, memories->memories + memories->num_memories);
     for (size_t m = 0; m < memories->num_memories; ++m) {
       MemoryDesc memory;
       Args<PJRT_Memory_Id_Args> memory_id;
@@ -151,7 +154,8 @@ int Client::OrdinalOf(const PJRT_Device* device) const {
 absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const char> data,
                                                                DType dtype,
                                                                absl::Span<const int64_t> dims,
-                                                               int ordinal) const {
+                                                               int ordinal,
+                                                               const std::string& memory_kind) const {
   if (ordinal < 0 || ordinal >= static_cast<int>(devices_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("device ordinal ", ordinal, " out of range [0, ",
                                                    devices_.size(), ")"));
@@ -179,6 +183,16 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const 
   args->num_dims = dims.size();
   args->host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
   args->device = device_handles_[ordinal];
+  if (!memory_kind.empty() && memory_kind != devices_[ordinal].default_memory_kind) {
+    const auto& memories = devices_[ordinal].memories;
+    auto it = std::find_if(memories.begin(), memories.end(),
+                           [&](const MemoryDesc& m) { return m.kind == memory_kind; });
+    if (it == memories.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("device ordinal ", ordinal,
+                                                     " has no memory of kind '", memory_kind, "'"));
+    }
+    args->memory = memory_handles_[ordinal][it - memories.begin()];
+  }
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(api(), Client_BufferFromHostBuffer, args.get()));
   Event done(api(), args->done_with_host_buffer);
   SY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, Buffer::Wrap(this, args->buffer));

@@ -50,12 +50,14 @@ class Client {
   // The addressable devices, in the plugin's order.
   const std::vector<DeviceDesc>& devices() const { return devices_; }
 
-  // Copies a dense, major-to-minor host array to device `ordinal`; returns once the
-  // host bytes are no longer needed. INVALID_ARGUMENT if `data` does not match
-  // `dtype` x `dims` or the ordinal is out of range.
+  // Copies a dense, major-to-minor host array to device `ordinal` (to its memory
+  // of `memory_kind`; empty: the default memory); returns once the host bytes are
+  // no longer needed. INVALID_ARGUMENT if `data` does not match `dtype` x `dims`, the
+  // ordinal is out of range or the device has no such memory.
   absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHost(absl::Span<const char> data, DType dtype,
                                                          absl::Span<const int64_t> dims,
-                                                         int ordinal) const;
+                                                         int ordinal,
+                                                         const std::string& memory_kind = "") const;
 
   // Compiles `program` (format "mlir": StableHLO text, bytecode or a VHLO portable
   // artifact; "hlo": a serialized HloModuleProto) with a serialized CompileOptionsProto.
@@ -81,6 +83,7 @@ class Client {
   std::string platform_version_;
   std::vector<DeviceDesc> devices_;
   std::vector<PJRT_Device*> device_handles_;
+  std::vector<std::vector<PJRT_Memory*>> memory_handles_;  // parallel to DeviceDesc::memories
 };
 
 }  // namespace switchyard::pjrt

@@ -110,9 +110,13 @@ class Session {
   // Gathers an array's shards into one host array laid out by `byte_strides`.
   absl::StatusOr<std::string> FetchArray(const Array& array,
                                          const std::vector<int64_t>& byte_strides);
-  // Copies one shard to another device (through the proxy for now).
+  // Copies one shard to another device or memory, worker to worker; shares it when
+  // it is already there.
   absl::StatusOr<std::shared_ptr<RemoteBuffer>> CopyShard(const Array& array, size_t index,
-                                                          int64_t to_device);
+                                                          int64_t to_device,
+                                                          const std::string& memory_kind);
+  // The memory kind a sharding puts on `device`: its own, or the device's default.
+  std::string MemoryKind(const Sharding& sharding, int64_t device) const;
   // A new array with `spec`'s sharding, built on the destination workers from pieces
   // of `array`'s shards pulled worker to worker; shards already in place are reused
   // when `reuse` allows it.

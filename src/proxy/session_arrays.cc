@@ -50,7 +50,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     const std::string& data = whole ? host : cut;
     SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
     const uint64_t id = NewWorkerObjectId();
-    SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), data));
+    SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), data,
+                                 sharding.memory_kind.value_or("")));
     array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device);
   }
   array->sharding = std::move(sharding);
@@ -79,10 +80,19 @@ absl::StatusOr<std::string> Session::FetchArray(const Array& array,
   return host;
 }
 
+std::string Session::MemoryKind(const Sharding& sharding, int64_t device) const {
+  if (sharding.memory_kind.has_value() && !sharding.memory_kind->empty()) return *sharding.memory_kind;
+  auto it = devices_.find(device);
+  return it == devices_.end() ? "" : it->second.info.default_memory_kind();
+}
+
 absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& array, size_t index,
-                                                                 int64_t to_device) {
+                                                                 int64_t to_device,
+                                                                 const std::string& memory_kind) {
   std::shared_ptr<RemoteBuffer> from = array.shards[index];
-  if (from->device() == to_device) return from;
+  if (from->device() == to_device && MemoryKind(array.sharding, from->device()) == memory_kind) {
+    return from;
+  }
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
   SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(to_device));
   AssembleBufferRequest request;
@@ -93,6 +103,7 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   const std::vector<int64_t> dims = layout.domains[index].shape();
   header->mutable_dims()->Add(dims.begin(), dims.end());
   header->set_size_bytes(NumElements(dims) * ElementBytes(array.dtype));
+  header->set_memory_kind(memory_kind);
   BufferPiece* piece = request.add_pieces();
   piece->set_source_address(from->worker() == worker ? "" : from->worker()->address());
   piece->set_source_buffer_id(from->id());
@@ -160,7 +171,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         const int64_t device = sharding.devices[index];
         SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
         const uint64_t id = NewWorkerObjectId();
-        SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, shard_shape, data));
+        SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, shard_shape, data,
+                                     sharding.memory_kind.value_or("")));
         array->shards[index] = std::make_shared<RemoteBuffer>(worker, id, device);
       }
     }
@@ -252,11 +264,6 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
   if (request.result_handles_size() != request.array_handles_size()) {
     return absl::InvalidArgumentError("one result handle per array is required");
   }
-  if (request.has_memory_kind() && !request.memory_kind().empty() &&
-      request.memory_kind() != "device") {
-    return absl::UnimplementedError(absl::StrCat("copies to memory kind '", request.memory_kind(),
-                                                 "' are not supported yet"));
-  }
   for (int a = 0; a < request.array_handles_size(); ++a) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handles(a)));
     std::vector<int64_t> devices(request.device_ids().begin(), request.device_ids().end());
@@ -270,11 +277,18 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
     copy->dtype = array->dtype;
     copy->shape = array->shape;
     copy->sharding = WithDevices(array->sharding, devices);
+    if (request.has_memory_kind()) {
+      // Present but empty: the default memory.
+      copy->sharding.memory_kind = request.memory_kind().empty()
+                                       ? std::nullopt
+                                       : std::optional<std::string>(request.memory_kind());
+    }
     copy->shards.resize(devices.size());
     for (size_t i = 0; i < devices.size(); ++i) {
       SY_RETURN_IF_ERROR(SessionDevice(devices[i]).status());
       if (array->shards[i] == nullptr) continue;
-      SY_ASSIGN_OR_RETURN(copy->shards[i], CopyShard(*array, i, devices[i]));
+      SY_ASSIGN_OR_RETURN(copy->shards[i],
+                          CopyShard(*array, i, devices[i], MemoryKind(copy->sharding, devices[i])));
     }
     if (request.copy_semantics() == wire::ARRAY_COPY_SEMANTICS_DONATE_INPUT) array->deleted = true;
     SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(a), std::move(copy)));
@@ -322,8 +336,10 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       }
     }
     // The shard already there, whole: nothing to move.
+    const std::string memory_kind = MemoryKind(sharding, device);
     auto in_place = std::find_if(chosen.begin(), chosen.end(), [&](size_t c) {
-      return from.domains[c] == want && array.shards[c]->device() == device;
+      return from.domains[c] == want && array.shards[c]->device() == device &&
+             MemoryKind(array.sharding, device) == memory_kind;
     });
     if (reuse && in_place != chosen.end()) {
       out->shards[j] = array.shards[*in_place];
@@ -337,6 +353,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     const std::vector<int64_t> dims = want.shape();
     header->mutable_dims()->Add(dims.begin(), dims.end());
     header->set_size_bytes(NumElements(dims) * ElementBytes(dtype));
+    header->set_memory_kind(memory_kind);
     std::vector<std::shared_ptr<RemoteBuffer>> sources;
     int64_t covered = 0;
     for (size_t c : chosen) {

@@ -41,7 +41,8 @@ uint64_t NewWorkerObjectId() {
 }
 
 absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, const std::string& data) {
+                       const std::vector<int64_t>& dims, const std::string& data,
+                       const std::string& memory_kind) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   PutBufferResponse response;
@@ -53,6 +54,7 @@ absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t dev
   header->set_dtype(dtype);
   header->mutable_dims()->Add(dims.begin(), dims.end());
   header->set_size_bytes(data.size());
+  header->set_memory_kind(memory_kind);
   size_t offset = 0;
   do {
     size_t n = std::min<size_t>(limits::kBufferChunkBytes, data.size() - offset);

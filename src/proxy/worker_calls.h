@@ -18,7 +18,8 @@ namespace switchyard::proxy {
 uint64_t NewWorkerObjectId();
 
 absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, const std::string& data);
+                       const std::vector<int64_t>& dims, const std::string& data,
+                       const std::string& memory_kind);
 absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_id);
 absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request);
 

@@ -99,7 +99,8 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
     SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0).source_address(),
                                              request.pieces(0).source_buffer_id()));
     if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
-    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(source.bytes, dtype, dims, ordinal));
+    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(source.bytes, dtype, dims, ordinal,
+                                                             header.memory_kind()));
     return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
   }
   std::string data(size, '\0');
@@ -133,7 +134,8 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
     SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(source.bytes, source.dims, {}, element_bytes, from));
     SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, &data));
   }
-  SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(data, dtype, dims, ordinal));
+  SY_ASSIGN_OR_RETURN(auto buffer,
+                      client_->BufferFromHost(data, dtype, dims, ordinal, header.memory_kind()));
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
 }
 

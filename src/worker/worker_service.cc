@@ -70,7 +70,8 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
   std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
   SY_ASSIGN_OR_RETURN(
       auto buffer,
-      client_->BufferFromHost(data, static_cast<pjrt::DType>(header.dtype()), dims, ordinal));
+      client_->BufferFromHost(data, static_cast<pjrt::DType>(header.dtype()), dims, ordinal,
+                              header.memory_kind()));
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
 }
 
@@ -96,6 +97,7 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   header->set_dtype(static_cast<DType>(buffer.dtype()));
   header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
   header->set_size_bytes(bytes->size());
+  header->set_memory_kind(buffer.memory_kind());
   size_t offset = 0;
   do {
     size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes->size() - offset);

@@ -223,6 +223,24 @@ def copies_within_and_across_slices():
 
 
 @multislice_check
+def memory_kinds():
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P, SingleDeviceSharding
+    s = slices()
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    x = jax.device_put(a, s[0][0])
+    for kind in ("pinned_host", "unpinned_host"):
+        for device in (s[0][0], s[2][1]):  # same device, another slice
+            y = jax.device_put(x, SingleDeviceSharding(device, memory_kind=kind))
+            assert y.sharding.memory_kind == kind
+            np.testing.assert_array_equal(np.asarray(y), a)
+    host = jax.device_put(x, NamedSharding(Mesh(np.array(s[1]), ("x",)), P("x"), memory_kind="pinned_host"))
+    back = jax.device_put(host, NamedSharding(Mesh(np.array(s[1]), ("x",)), P("x"), memory_kind="device"))
+    assert back.sharding.memory_kind == "device"
+    np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(back)), a + 1)
+
+
+@multislice_check
 def sharded_arrays_between_slices():
     jax, jnp = jax_modules()
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P

@@ -150,3 +150,20 @@ def test_bad_requests_get_clear_errors_and_worker_stays_up(workers):
     np.testing.assert_array_equal(worker.run(good, x, device_id=device)[0], x + 1)
     worker.delete_executables([exe])
     assert worker.stats().buffers == 0
+
+
+def test_buffers_go_to_the_memory_kind_asked_for(workers):
+    worker = workers[0]
+    device = worker.device_ids()[0]
+    for kind in ("pinned_host", "unpinned_host", ""):
+        header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11,
+                                         dims=[2], size_bytes=8, memory_kind=kind)
+        worker.put_chunks(header, [b"\x00" * 8])
+        [first] = list(worker._stub.GetBuffer(worker_pb2.GetBufferRequest(buffer_id=header.buffer_id)))
+        assert first.header.memory_kind == (kind or "device")
+        worker.delete([header.buffer_id])
+    bad = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11, dims=[2],
+                                  size_bytes=8, memory_kind="hbm_on_the_moon")
+    with pytest.raises(switchyard.WorkerError) as e:
+        worker.put_chunks(bad, [b"\x00" * 8])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "no memory of kind" in e.value.message

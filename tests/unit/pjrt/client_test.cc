@@ -93,6 +93,18 @@ TEST_F(ClientTest, BufferRoundTrip) {
   EXPECT_EQ(Floats(back), values);
 }
 
+TEST_F(ClientTest, BuffersInEachMemoryKind) {
+  for (const std::string kind : {"device", "pinned_host", "unpinned_host"}) {
+    SY_ASSERT_OK_AND_ASSIGN(auto buffer,
+                            client_->BufferFromHost(Bytes({1, 2}), DType::kF32, {2}, 1, kind));
+    EXPECT_EQ(buffer->memory_kind(), kind);
+    SY_ASSERT_OK_AND_ASSIGN(std::string back, buffer->ToHost());
+    EXPECT_EQ(Floats(back), (std::vector<float>{1, 2}));
+  }
+  EXPECT_EQ(client_->BufferFromHost(Bytes({1}), DType::kF32, {1}, 0, "tape").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ClientTest, ZeroSizeAndScalarBuffers) {
   SY_ASSERT_OK_AND_ASSIGN(auto empty, client_->BufferFromHost({}, DType::kF32, {0, 5}, 0));
   SY_ASSERT_OK_AND_ASSIGN(std::string empty_bytes, empty->ToHost());
