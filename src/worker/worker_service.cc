@@ -164,13 +164,21 @@ grpc::Status WorkerService::Dispatch(
   absl::Mutex mutex;
   std::deque<DispatchResponse> answers ABSL_GUARDED_BY(mutex);
   int waiting ABSL_GUARDED_BY(mutex) = 0;  // awaits not yet answered
+  bool writing ABSL_GUARDED_BY(mutex) = false;  // the writer thread is in a Write
   bool reading_done ABSL_GUARDED_BY(mutex) = false;
+  const std::thread::id reader_thread = std::this_thread::get_id();
   auto respond = [&](uint64_t seq, const absl::Status& status) {
     DispatchResponse response;
     response.set_seq(seq);
     response.set_code(static_cast<int>(status.code()));
     response.set_message(std::string(status.message()));
     absl::MutexLock lock(&mutex);
+    // On the stream's own thread, with nothing queued ahead, write at once: one
+    // thread wakeup fewer for the common case of an await on a finished buffer.
+    if (std::this_thread::get_id() == reader_thread && answers.empty() && !writing) {
+      stream->Write(response);
+      return;
+    }
     answers.push_back(std::move(response));
   };
   std::thread writer([&] {
@@ -185,8 +193,11 @@ grpc::Status WorkerService::Dispatch(
         if (answers.empty()) return;
         response = std::move(answers.front());
         answers.pop_front();
+        writing = true;
       }
       stream->Write(response);
+      absl::MutexLock lock(&mutex);
+      writing = false;
     }
   });
   DispatchRequest request;
