@@ -149,6 +149,25 @@ def sharded():
 
 
 @check
+def cpp_shard_args():
+    # jaxlib's C++ argument path sends MakeArraysFromHostBufferShards.
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    jax.config.update("jax_use_cpp_shard_args", True)
+    try:
+        mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+        a = np.arange(32, dtype=np.float32).reshape(8, 4)
+        for sharding in (NamedSharding(mesh, P("x")), NamedSharding(mesh, P()),
+                         NamedSharding(mesh, P(None, "x"))):
+            np.testing.assert_array_equal(np.asarray(jax.device_put(a, sharding)), a)
+            z = jax.jit(lambda v: v * 2, in_shardings=sharding)(a)
+            np.testing.assert_array_equal(np.asarray(z), a * 2)
+        np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(a)), a + 1)
+    finally:
+        jax.config.update("jax_use_cpp_shard_args", False)
+
+
+@check
 def cross_slice():
     jax, jnp = jax_modules()
     devs = jax.devices()
