@@ -47,8 +47,28 @@ void WorkerConnection::Fail(uint64_t seq, const absl::Status& status) {
   done(status);
 }
 
+void WorkerConnection::WriteDeletesLocked() {
+  std::vector<uint64_t> deletes;
+  {
+    absl::MutexLock lock(&mutex_);
+    deletes.swap(pending_deletes_);
+  }
+  if (deletes.empty()) return;
+  if (stream_ == nullptr) OpenLocked();
+  DispatchRequest batch;
+  batch.set_seq(next_seq_++);
+  batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
+  if (!stream_->Write(batch)) OpenLocked();  // the buffers of a lost worker are gone anyway
+}
+
+void WorkerConnection::SendDeletes() {
+  absl::MutexLock write_lock(&write_mutex_);
+  WriteDeletesLocked();
+}
+
 void WorkerConnection::Send(DispatchRequest op, Done done) {
   absl::MutexLock write_lock(&write_mutex_);
+  WriteDeletesLocked();
   if (stream_ == nullptr) OpenLocked();
   const uint64_t seq = next_seq_++;
   op.set_seq(seq);
@@ -115,9 +135,8 @@ void WorkerConnection::ReadLoop(
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id) {
-  DispatchRequest op;
-  op.mutable_delete_buffers()->add_buffer_ids(buffer_id);
-  Send(std::move(op));
+  absl::MutexLock lock(&mutex_);
+  pending_deletes_.push_back(buffer_id);
 }
 
 absl::Status WorkerConnection::Await(const std::vector<uint64_t>& buffer_ids) {

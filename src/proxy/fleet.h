@@ -38,7 +38,12 @@ class WorkerConnection {
   // carried it out, with its status; otherwise only a failure is logged.
   void Send(DispatchRequest op, Done done = nullptr)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
-  void DeleteLater(uint64_t buffer_id);
+  // Deletes a buffer on the worker, after every operation sent before this call.
+  // Never blocks (destructors call it, also on the reader thread): the deletion goes
+  // out with the next operation, batched with any others.
+  void DeleteLater(uint64_t buffer_id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Sends the deletions waiting for the next operation, if any.
+  void SendDeletes() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Waits until the buffers are computed; their error, if any. Ordered after
   // everything sent before.
   absl::Status Await(const std::vector<uint64_t>& buffer_ids);
@@ -48,6 +53,7 @@ class WorkerConnection {
  private:
   // (Re)opens the stream.
   void OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  void WriteDeletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
   void Fail(uint64_t seq, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
   void ReadLoop(std::shared_ptr<grpc::ClientContext> context,
                 std::shared_ptr<grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>> stream,
@@ -70,6 +76,7 @@ class WorkerConnection {
     Done done;
   };
   std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);
+  std::vector<uint64_t> pending_deletes_ ABSL_GUARDED_BY(mutex_);
 };
 
 struct DeviceEntry {

@@ -91,12 +91,7 @@ Session::~Session() {
   // Arrays release their worker buffers; executables their worker programs.
   arrays_.Clear();
   executables_.clear();
-  std::vector<WorkerConnection*> workers;
-  for (const auto& [id, device] : devices_) {
-    WorkerConnection* worker = fleet_->Connection(device.worker_address);
-    if (std::find(workers.begin(), workers.end(), worker) == workers.end()) workers.push_back(worker);
-  }
-  for (WorkerConnection* worker : workers) worker->Flush();
+  for (WorkerConnection* worker : workers_) worker->Flush();
 }
 
 uint64_t Session::NewHandle() { return next_handle_++; }
@@ -124,6 +119,9 @@ absl::StatusOr<WorkerConnection*> Session::WorkerOf(int64_t device) {
 wire::IfrtResponse Session::Process(const wire::IfrtRequest& request) {
   wire::IfrtResponse response;
   absl::Status status = Dispatch(request, &response);
+  // Deletions wait for the next operation to a worker; a client that goes quiet
+  // after dropping arrays still gets them freed now.
+  for (WorkerConnection* worker : workers_) worker->SendDeletes();
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   if (status.ok()) {
     response.mutable_response_metadata()->set_seq_num(seq_num_++);
@@ -237,6 +235,10 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
       continue;  // one platform per session: the client lowers for one
     }
     devices_[entry.info.global_id()] = entry;
+    WorkerConnection* worker = fleet_->Connection(entry.worker_address);
+    if (std::find(workers_.begin(), workers_.end(), worker) == workers_.end()) {
+      workers_.push_back(worker);
+    }
   }
   response->set_session_id(id_);
   response->set_platform_name(platform);

@@ -131,6 +131,7 @@ class Session {
   std::shared_ptr<HostBufferStore> host_buffers_;
   std::function<bool()> cancelled_;
   std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
+  std::vector<WorkerConnection*> workers_;  // their workers
   ArrayTable arrays_;
   std::map<uint64_t, std::shared_ptr<Executable>> executables_;
   std::map<uint64_t, absl::Status> futures_;
