@@ -20,6 +20,9 @@ ABSL_FLAG(std::string, listen_host, "127.0.0.1",
           "Address to listen on. Whoever reaches these ports can run programs on the hosts.");
 ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
           "host:port of the resource manager");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve Prometheus metrics on http://<listen_host>:<port>/metrics (0: a free port; "
+          "-1: off)");
 ABSL_FLAG(std::string, pjrt_plugin, "",
           "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
 

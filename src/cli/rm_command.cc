@@ -14,6 +14,7 @@ int RunResourceManager() {
   BlockTerminationSignals();  // before any thread starts
   rm::RmOptions options = rm::DefaultRmOptions();
   options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;
   auto server = rm::ResourceManagerServer::Start(options);

@@ -31,6 +31,7 @@ int RunWorker() {
   BlockTerminationSignals();  // before any thread starts
 
   options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29005 : port;

@@ -74,6 +74,7 @@ grpc::Status IfrtService::IfrtSession(
     absl::MutexLock lock(&mutex_);
     stores_.erase(session_id);
   };
+ ++sessions_opened_;
   SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
@@ -82,6 +83,7 @@ grpc::Status IfrtService::IfrtSession(
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       ++requests;
+      ++requests_;
       w::IfrtResponse response = session.Process(request);
       if (!stream->Write(response)) break;
     }

@@ -4,6 +4,7 @@
 // session stream (metadata, session map, request pump) and the host-buffer RPCs.
 // Request semantics live in `Session`.
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -43,12 +44,16 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
       ::xla::ifrt::proxy::GrpcHostBufferReadFromDiskResponse* response) override;
 
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t requests() const { return requests_.load(); }
+  int64_t sessions_opened() const { return sessions_opened_.load(); }
 
  private:
   std::shared_ptr<proxy::HostBufferStore> FindStore(uint64_t session_id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   Fleet* fleet_;
+  std::atomic<int64_t> requests_{0};
+  std::atomic<int64_t> sessions_opened_{0};
   mutable absl::Mutex mutex_;
   // Session ids are random: the host-buffer RPCs carry only an id and a handle.
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);

@@ -2,6 +2,7 @@
 
 #include "common/grpc_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/status_macros.h"
 #include "proxy/fleet.h"
 #include "proxy/ifrt_service.h"
@@ -16,6 +17,23 @@ class ProxyServerImpl final : public ProxyServer {
       : fleet_(std::move(fleet)), service_(std::move(service)), server_(std::move(server)) {}
   ~ProxyServerImpl() override { Shutdown(); }
 
+  absl::Status StartMetrics(const std::string& host, int port) {
+    if (port < 0) return absl::OkStatus();
+    auto metrics = MetricsServer::Start(host, port, [this] {
+      MetricsText text;
+      text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.", service_->sessions())
+          .Add("switchyard_proxy_sessions_total", "counter", "Client sessions opened.",
+               service_->sessions_opened())
+          .Add("switchyard_proxy_requests_total", "counter", "IFRT requests answered.",
+               service_->requests());
+      return text.str();
+    });
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = *std::move(metrics);
+    SY_LOG(Info) << "metrics on http://" << host << ":" << metrics_->port() << "/metrics";
+    return absl::OkStatus();
+  }
+
   int port() const override { return server_.port; }
 
   void Shutdown() override {
@@ -24,12 +42,14 @@ class ProxyServerImpl final : public ProxyServer {
     server_.server->Shutdown(std::chrono::system_clock::now());
     server_.server->Wait();
     server_.server.reset();
+    metrics_.reset();
   }
 
  private:
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<IfrtService> service_;
   StartedServer server_;
+  std::unique_ptr<MetricsServer> metrics_;
 };
 
 }  // namespace
@@ -41,7 +61,10 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
   SY_LOG(Info) << "proxy listening on " << options.listen_host << ":" << server.port
                << " (resource manager " << options.resource_manager_address << ")";
-  return std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));
+  auto proxy =
+      std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));
+  SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));
+  return proxy;
 }
 
 }  // namespace switchyard::proxy

@@ -15,6 +15,7 @@ struct ProxyOptions {
   std::string listen_host = "127.0.0.1";
   int port = 29000;  // 0 picks a free port
   std::string resource_manager_address = "127.0.0.1:29001";
+  int metrics_port = -1;  // Prometheus /metrics on listen_host; -1: off, 0: a free port
 };
 
 class ProxyServer {

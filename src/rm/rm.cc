@@ -3,6 +3,7 @@
 #include "common/grpc_server.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/status_macros.h"
 #include "rm/rm_service.h"
 
@@ -16,6 +17,15 @@ class ResourceManagerImpl final : public ResourceManagerServer {
       : own_clock_(std::move(own_clock)),
         service_(std::move(service)),
         server_(std::move(server)) {}
+
+  absl::Status StartMetrics(const std::string& host, int port) {
+    if (port < 0) return absl::OkStatus();
+    auto metrics = MetricsServer::Start(host, port, [this] { return service_->RenderMetrics(); });
+    if (!metrics.ok()) return metrics.status();
+    metrics_ = *std::move(metrics);
+    SY_LOG(Info) << "metrics on http://" << host << ":" << metrics_->port() << "/metrics";
+    return absl::OkStatus();
+  }
   ~ResourceManagerImpl() override { Shutdown(); }
 
   int port() const override { return server_.port; }
@@ -25,6 +35,7 @@ class ResourceManagerImpl final : public ResourceManagerServer {
     server_.server->Shutdown();
     server_.server->Wait();
     server_.server.reset();
+    metrics_.reset();
     service_->Stop();
   }
 
@@ -32,6 +43,7 @@ class ResourceManagerImpl final : public ResourceManagerServer {
   std::unique_ptr<RealClock> own_clock_;
   std::unique_ptr<RmService> service_;
   StartedServer server_;
+  std::unique_ptr<MetricsServer> metrics_;
 };
 
 }  // namespace
@@ -61,8 +73,10 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
   SY_LOG(Info) << "resource manager listening on " << options.listen_host << ":" << server.port;
-  return std::make_unique<ResourceManagerImpl>(std::move(own_clock), std::move(service),
-                                               std::move(server));
+  auto rm = std::make_unique<ResourceManagerImpl>(std::move(own_clock), std::move(service),
+                                                  std::move(server));
+  SY_RETURN_IF_ERROR(rm->StartMetrics(options.listen_host, options.metrics_port));
+  return rm;
 }
 
 }  // namespace switchyard::rm

@@ -3,6 +3,7 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 
 namespace switchyard::rm {
 
@@ -60,6 +61,30 @@ grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
                << request->plugin().pjrt_api_minor() << "): devices "
                << absl::StrJoin(ids, ",");
   return grpc::Status::OK;
+}
+
+std::string RmService::RenderMetrics() {
+  Fleet fleet;
+  {
+    absl::MutexLock lock(&mutex_);
+    fleet = membership_.Snapshot(clock_->Now());
+  }
+  int healthy = 0, unhealthy = 0, devices = 0, healthy_slices = 0;
+  for (const SliceStatus& slice : fleet.slices()) {
+    healthy_slices += slice.healthy();
+    for (const HostStatus& host : slice.hosts()) {
+      (host.healthy() ? healthy : unhealthy) += 1;
+      if (host.healthy()) devices += host.devices_size();
+    }
+  }
+  MetricsText text;
+  text.Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", healthy, "state=\"healthy\"")
+      .Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", unhealthy,
+           "state=\"unhealthy\"")
+      .Add("switchyard_rm_slices", "gauge", "Slices whose hosts are all healthy.", healthy_slices)
+      .Add("switchyard_rm_devices", "gauge", "Devices on healthy hosts.", devices)
+      .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size());
+  return text.str();
 }
 
 grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatRequest* request,

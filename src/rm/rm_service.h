@@ -33,6 +33,8 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
   // Joins the sweeper thread. Idempotent.
   void Stop();
+  // The Prometheus text exposition of the fleet's state.
+  std::string RenderMetrics() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void SweepLoop();

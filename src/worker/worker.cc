@@ -7,6 +7,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/grpc_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/status_macros.h"
 #include "pjrt/pjrt.h"
 #include "worker/buffer_store.h"
@@ -88,10 +89,28 @@ class WorkerServerImpl final : public WorkerServer {
                                         devices_.get(), options.register_timeout,
                                         [this](absl::Status status) { Stop(std::move(status)); });
     rm_link_->Start();
+    if (options.metrics_port >= 0) {
+      SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(options.listen_host, options.metrics_port,
+                                                         [this] { return RenderMetrics(); }));
+      SY_LOG(Info) << "metrics on http://" << options.listen_host << ":" << metrics_->port()
+                   << "/metrics";
+    }
     return absl::OkStatus();
   }
 
   int port() const override { return server_.port; }
+
+  std::string RenderMetrics() const {
+    MetricsText text;
+    text.Add("switchyard_worker_buffers", "gauge", "Buffers held for clients.", buffers_.size())
+        .Add("switchyard_worker_buffer_bytes", "gauge", "Bytes of the buffers held.", buffers_.bytes())
+        .Add("switchyard_worker_executables", "gauge", "Loaded executables.", executor_->size())
+        .Add("switchyard_worker_executions_total", "counter", "Launches started.",
+             executor_->executions())
+        .Add("switchyard_worker_registered", "gauge", "1 once the resource manager admitted us.",
+             devices_->registered() ? 1 : 0);
+    return text.str();
+  }
 
   absl::Status Wait() override {
     stopping_.WaitForNotification();
@@ -130,6 +149,7 @@ class WorkerServerImpl final : public WorkerServer {
   StartedServer server_;
   std::string address_;
   std::unique_ptr<RmLink> rm_link_;
+  std::unique_ptr<MetricsServer> metrics_;
   absl::Mutex mutex_;
   absl::Notification stopping_;
   absl::Status exit_status_ ABSL_GUARDED_BY(mutex_);

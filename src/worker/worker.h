@@ -22,6 +22,7 @@ struct WorkerOptions {
   int host_index = 0;
   std::string pjrt_plugin;
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
+  int metrics_port = -1;     // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();

@@ -216,3 +216,37 @@ def test_key_value_store_for_multi_host_bootstrap(rm):
                            timeout=10)
     later.join()
     assert got.value == b"id"
+
+
+def scrape(process):
+    import re
+    import urllib.request
+    url = re.search(r"metrics on (http://\S+/metrics)", process.wait_for("metrics on")).group(1)
+    with urllib.request.urlopen(url, timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_prometheus_metrics_of_every_process(spawn, plugin):
+    rm_port = free_port()
+    rm = spawn("rm", f"--server_port={rm_port}", "--metrics_port=0")
+    rm.wait_for("listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}", "--cpu_device_count=2", "--metrics_port=0")
+    worker.wait_for("registered with the resource manager")
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address=127.0.0.1:{rm_port}",
+                  "--metrics_port=0")
+    proxy.wait_for("proxy listening")
+    m = scrape(rm)
+    assert m['switchyard_rm_hosts{state="healthy"}'] == 1 and m["switchyard_rm_devices"] == 2
+    m = scrape(worker)
+    assert m["switchyard_worker_registered"] == 1 and m["switchyard_worker_buffers"] == 0
+    m = scrape(proxy)
+    assert m["switchyard_proxy_sessions"] == 0
+    worker.proc.send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while scrape(rm)['switchyard_rm_hosts{state="unhealthy"}'] != 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)

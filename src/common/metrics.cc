@@ -1,0 +1,64 @@
+#include "common/metrics.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "httplib.h"
+
+namespace switchyard {
+
+MetricsText& MetricsText::Add(const std::string& name, const std::string& type,
+                              const std::string& help, double value, const std::string& labels) {
+  if (name != last_name_) {
+    absl::StrAppend(&text_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+    last_name_ = name;
+  }
+  absl::StrAppend(&text_, name, labels.empty() ? "" : absl::StrCat("{", labels, "}"), " ",
+                  absl::StrFormat("%.17g", value), "\n");
+  return *this;
+}
+
+namespace {
+
+class HttpMetricsServer final : public MetricsServer {
+ public:
+  HttpMetricsServer(std::function<std::string()> render) {
+    server_.Get("/metrics", [render = std::move(render)](const httplib::Request&,
+                                                         httplib::Response& response) {
+      response.set_content(render(), "text/plain; version=0.0.4");
+    });
+  }
+  ~HttpMetricsServer() override {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  absl::Status Listen(const std::string& host, int port) {
+    port_ = port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
+    if (port_ <= 0) {
+      return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", host, ":", port));
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return absl::OkStatus();
+  }
+
+  int port() const override { return port_; }
+
+ private:
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = -1;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
+    const std::string& host, int port, std::function<std::string()> render) {
+  auto server = std::make_unique<HttpMetricsServer>(std::move(render));
+  absl::Status status = server->Listen(host, port);
+  if (!status.ok()) return status;
+  return server;
+}
+
+}  // namespace switchyard

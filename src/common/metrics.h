@@ -1,0 +1,36 @@
+#pragma once
+
+// A Prometheus `/metrics` endpoint over HTTP, for the long-running processes. The
+// caller renders the text exposition; `MetricsText` helps write it.
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace switchyard {
+
+class MetricsText {
+ public:
+  // One sample, with HELP/TYPE lines the first time `name` appears.
+  MetricsText& Add(const std::string& name, const std::string& type, const std::string& help,
+                   double value, const std::string& labels = "");
+  std::string str() const { return text_; }
+
+ private:
+  std::string text_;
+  std::string last_name_;
+};
+
+class MetricsServer {
+ public:
+  // Serves GET /metrics on host:port (0 picks a free port). UNAVAILABLE if the
+  // port cannot be bound.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
+      const std::string& host, int port, std::function<std::string()> render);
+  virtual ~MetricsServer() = default;
+  virtual int port() const = 0;
+};
+
+}  // namespace switchyard
