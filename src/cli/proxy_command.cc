@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/logging.h"
+#include "cli/serve.h"
 #include "common/signals.h"
 #include "proxy/proxy.h"
 
@@ -16,16 +17,7 @@ int RunProxy() {
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29000 : port;
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
-  auto server = proxy::ProxyServer::Start(options);
-  if (!server.ok()) {
-    SY_LOG(Error) << "cannot start: " << server.status();
-    return 1;
-  }
-  int signal = WaitForTerminationSignal();
-  SY_LOG(Info) << "signal " << signal << ": shutting down";
-  (*server)->Shutdown();
-  SY_LOG(Info) << "stopped";
-  return 0;
+  return ServeUntilSignal(proxy::ProxyServer::Start(options));
 }
 
 }  // namespace switchyard::cli

@@ -1,9 +1,8 @@
-#include <thread>
-
 #include "absl/flags/flag.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/logging.h"
+#include "cli/serve.h"
 #include "common/signals.h"
 #include "rm/rm.h"
 
@@ -17,16 +16,7 @@ int RunResourceManager() {
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;
-  auto server = rm::ResourceManagerServer::Start(options);
-  if (!server.ok()) {
-    SY_LOG(Error) << "cannot start: " << server.status();
-    return 1;
-  }
-  int signal = WaitForTerminationSignal();
-  SY_LOG(Info) << "signal " << signal << ": shutting down";
-  (*server)->Shutdown();
-  SY_LOG(Info) << "stopped";
-  return 0;
+  return ServeUntilSignal(rm::ResourceManagerServer::Start(options));
 }
 
 }  // namespace switchyard::cli

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/logging.h"
 #include "httplib.h"
 
 namespace switchyard {
@@ -58,6 +59,16 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   auto server = std::make_unique<HttpMetricsServer>(std::move(render));
   absl::Status status = server->Listen(host, port);
   if (!status.ok()) return status;
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::StartIfEnabled(
+    const std::string& host, int port, std::function<std::string()> render) {
+  if (port < 0) return std::unique_ptr<MetricsServer>();
+  auto server = Start(host, port, std::move(render));
+  if (server.ok()) {
+    SY_LOG(Info) << "metrics on http://" << host << ":" << (*server)->port() << "/metrics";
+  }
   return server;
 }
 

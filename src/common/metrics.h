@@ -29,6 +29,9 @@ class MetricsServer {
   // port cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
       const std::string& host, int port, std::function<std::string()> render);
+  // Like `Start`, but null when `port` is negative (metrics off); logs the address.
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> StartIfEnabled(
+      const std::string& host, int port, std::function<std::string()> render);
   virtual ~MetricsServer() = default;
   virtual int port() const = 0;
 };

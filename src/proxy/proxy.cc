@@ -18,8 +18,7 @@ class ProxyServerImpl final : public ProxyServer {
   ~ProxyServerImpl() override { Shutdown(); }
 
   absl::Status StartMetrics(const std::string& host, int port) {
-    if (port < 0) return absl::OkStatus();
-    auto metrics = MetricsServer::Start(host, port, [this] {
+    SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(host, port, [this] {
       MetricsText text;
       text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.", service_->sessions())
           .Add("switchyard_proxy_sessions_total", "counter", "Client sessions opened.",
@@ -27,10 +26,7 @@ class ProxyServerImpl final : public ProxyServer {
           .Add("switchyard_proxy_requests_total", "counter", "IFRT requests answered.",
                service_->requests());
       return text.str();
-    });
-    if (!metrics.ok()) return metrics.status();
-    metrics_ = *std::move(metrics);
-    SY_LOG(Info) << "metrics on http://" << host << ":" << metrics_->port() << "/metrics";
+    }));
     return absl::OkStatus();
   }
 

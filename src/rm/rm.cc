@@ -19,11 +19,8 @@ class ResourceManagerImpl final : public ResourceManagerServer {
         server_(std::move(server)) {}
 
   absl::Status StartMetrics(const std::string& host, int port) {
-    if (port < 0) return absl::OkStatus();
-    auto metrics = MetricsServer::Start(host, port, [this] { return service_->RenderMetrics(); });
-    if (!metrics.ok()) return metrics.status();
-    metrics_ = *std::move(metrics);
-    SY_LOG(Info) << "metrics on http://" << host << ":" << metrics_->port() << "/metrics";
+    SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(
+                                      host, port, [this] { return service_->RenderMetrics(); }));
     return absl::OkStatus();
   }
   ~ResourceManagerImpl() override { Shutdown(); }

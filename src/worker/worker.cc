@@ -89,12 +89,9 @@ class WorkerServerImpl final : public WorkerServer {
                                         devices_.get(), options.register_timeout,
                                         [this](absl::Status status) { Stop(std::move(status)); });
     rm_link_->Start();
-    if (options.metrics_port >= 0) {
-      SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::Start(options.listen_host, options.metrics_port,
-                                                         [this] { return RenderMetrics(); }));
-      SY_LOG(Info) << "metrics on http://" << options.listen_host << ":" << metrics_->port()
-                   << "/metrics";
-    }
+    SY_ASSIGN_OR_RETURN(metrics_,
+                        MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,
+                                                      [this] { return RenderMetrics(); }));
     return absl::OkStatus();
   }
 
