@@ -241,12 +241,9 @@ def main():
     jax = setup(args.system, max(4, args.slices * args.per_slice))
     result = CASES[args.case](jax, args)
     print("RESULT " + json.dumps(result), flush=True)
-    import gc
-    jax.clear_caches()
-    gc.collect()
     if args.system == "proxy":
-        import jax.extend.backend
-        jax.extend.backend.clear_backends()
+        import switchyard
+        switchyard.shutdown()
 
 
 if __name__ == "__main__":

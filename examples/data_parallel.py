@@ -9,7 +9,6 @@ the same update. Checked against full-batch training on JAX's own CPU backend.
 
 import argparse
 import contextlib
-import gc
 
 import numpy as np
 
@@ -37,7 +36,6 @@ def main():
                else switchyard.LocalCluster(workers=2, devices_per_worker=4))
     with cluster as c:
         import jax
-        import jax.extend.backend
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         jax.config.update("jax_platforms", "proxy,cpu")
         switchyard.initialize(args.target or c.target)
@@ -66,9 +64,7 @@ def main():
                                            atol=1e-5)
         print(f"OK: {n} slices x {args.steps} steps match full-batch local JAX")
         del params, grads, xs, ys, local, x_local, y_local
-        jax.clear_caches()
-        gc.collect()
-        jax.extend.backend.clear_backends()
+        switchyard.shutdown()
 
 
 if __name__ == "__main__":

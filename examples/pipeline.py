@@ -9,7 +9,6 @@ run by JAX's own CPU backend.
 
 import argparse
 import contextlib
-import gc
 import time
 
 import numpy as np
@@ -58,7 +57,6 @@ def main():
                else switchyard.LocalCluster(workers=STAGES, devices_per_worker=2))
     with cluster as c:
         import jax
-        import jax.extend.backend
         jax.config.update("jax_platforms", "proxy,cpu")
         switchyard.initialize(args.target or c.target)
         if switchyard.num_slices() < STAGES:
@@ -78,9 +76,7 @@ def main():
               f"{(issued - start) * 1e3:.1f} ms, done in {(done - start) * 1e3:.1f} ms")
         print("OK: the pipeline matches local JAX")
         del outputs, local
-        jax.clear_caches()
-        gc.collect()
-        jax.extend.backend.clear_backends()
+        switchyard.shutdown()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ same steps also run on JAX's own CPU backend, and the losses are compared.
 """
 
 import argparse
-import gc
 import contextlib
 
 import numpy as np
@@ -66,7 +65,6 @@ def main():
     cluster = contextlib.nullcontext() if args.target else switchyard.LocalCluster()
     with cluster as c:
         import jax
-        import jax.extend.backend
         # "proxy,cpu": the proxy is the default backend, JAX's CPU backend the reference.
         jax.config.update("jax_platforms", "proxy,cpu")
         switchyard.initialize(args.target or c.target)
@@ -81,10 +79,7 @@ def main():
         np.testing.assert_allclose(remote, local, rtol=1e-4, atol=1e-6)
         assert remote[-1] < remote[0] / 2, "the loss did not go down"
         print(f"OK: {args.steps} steps through Switchyard match local JAX")
-        # Close the session before the cluster goes away.
-        jax.clear_caches()
-        gc.collect()
-        jax.extend.backend.clear_backends()
+        switchyard.shutdown()  # before the cluster goes away
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ worker's own API directly; `lower_portable` turns a jitted function into what a
 worker compiles.
 """
 
-from switchyard.backend import initialize
+from switchyard.backend import initialize, shutdown
 from switchyard.cluster import LocalCluster, find_binary, find_plugin
 from switchyard.multislice import mean_across_slices, num_slices, slice_devices
 from switchyard.programs import Program, lower_portable
@@ -23,5 +23,6 @@ __all__ = [
     "lower_portable",
     "mean_across_slices",
     "num_slices",
+    "shutdown",
     "slice_devices",
 ]

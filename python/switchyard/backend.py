@@ -45,3 +45,20 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
     # serialize proxy executables, which the proxy client cannot do.
     jax.config.update("jax_enable_compilation_cache", False)
     _initialized = True
+
+
+def shutdown() -> None:
+    """Closes this process's proxy session now, freeing what it holds on the workers.
+
+    Call it before the cluster goes away (e.g. at the end of a `LocalCluster` block):
+    otherwise the JAX client finds the proxy gone when it cleans up at exit and logs
+    errors for every object it still holds. Arrays still referenced become unusable.
+    """
+    import gc
+
+    import jax
+    import jax.extend.backend
+
+    jax.clear_caches()
+    gc.collect()  # executables and arrays in reference cycles hold the client
+    jax.extend.backend.clear_backends()

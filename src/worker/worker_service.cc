@@ -138,24 +138,6 @@ grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status WorkerService::AwaitBuffers(grpc::ServerContext* context,
-                                         const AwaitBuffersRequest* request,
-                                         AwaitBuffersResponse* response) {
-  for (uint64_t id : request->buffer_ids()) {
-    auto stored = buffers_->GetWhenPresent(id, WaitFor(request->wait_ms()));
-    if (!stored.ok()) return ToGrpcStatus(stored.status());
-    absl::Status ready = (*stored)->buffer->AwaitReady();
-    if (!ready.ok()) return ToGrpcStatus(ready);
-  }
-  return grpc::Status::OK;
-}
-
-grpc::Status WorkerService::AssembleBuffer(grpc::ServerContext* context,
-                                           const AssembleBufferRequest* request,
-                                           AssembleBufferResponse* response) {
-  return ToGrpcStatus(transfers_->Assemble(*request));
-}
-
 grpc::Status WorkerService::Dispatch(
     grpc::ServerContext* context, grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
   // Answers are written by one thread of our own: readiness callbacks run on the

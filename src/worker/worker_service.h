@@ -50,10 +50,6 @@ class WorkerService final : public ::switchyard::Worker::Service {
   grpc::Status DeleteExecutables(grpc::ServerContext* context,
                                  const DeleteExecutablesRequest* request,
                                  DeleteExecutablesResponse* response) override;
-  grpc::Status AwaitBuffers(grpc::ServerContext* context, const AwaitBuffersRequest* request,
-                            AwaitBuffersResponse* response) override;
-  grpc::Status AssembleBuffer(grpc::ServerContext* context, const AssembleBufferRequest* request,
-                              AssembleBufferResponse* response) override;
   grpc::Status Dispatch(grpc::ServerContext* context,
                         grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,

@@ -365,6 +365,7 @@ def main():
     for name in args.checks or list(registry):
         registry[name]()
         print(f"PASS {name}", flush=True)
+    # As switchyard.shutdown(), which the second client's venv (no switchyard) lacks.
     import gc
     jax.clear_caches()
     gc.collect()
