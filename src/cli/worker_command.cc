@@ -12,6 +12,9 @@
 ABSL_FLAG(int, slice_index, 0, "Slice this worker belongs to (env SWITCHYARD_SLICE_INDEX)");
 ABSL_FLAG(int, host_index, 0, "Index of this host within its slice");
 ABSL_FLAG(int, cpu_device_count, 0, "CPU plugin only: number of devices (0: plugin default)");
+ABSL_FLAG(int, num_nodes, 1,
+          "Hosts of this slice forming one multi-host PJRT client (GPU: one NCCL clique); "
+          "this host is node --host_index. They meet through the resource manager.");
 ABSL_FLAG(std::string, advertise_host, "",
           "Host name other processes use to reach this worker (default: --listen_host)");
 ABSL_FLAG(int, register_timeout_s, 0,
@@ -46,6 +49,7 @@ int RunWorker() {
     options.pjrt_plugin = env;
   }
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
+  options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout_s));
 
   auto server = worker::WorkerServer::Start(options);

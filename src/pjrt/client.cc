@@ -8,6 +8,7 @@
 #include "pjrt/buffer.h"
 #include "pjrt/c_api.h"
 #include "pjrt/executable.h"
+#include "pjrt/kv_callbacks.h"
 
 namespace switchyard::pjrt {
 namespace {
@@ -56,12 +57,14 @@ NamedValues ToNamedValues(const std::vector<ClientOption>& options) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(const Plugin* plugin,
-                                                       const std::vector<ClientOption>& options) {
+                                                       const std::vector<ClientOption>& options,
+                                                       KeyValueStore* kv_store) {
   const PJRT_Api* api = plugin->api();
   NamedValues named = ToNamedValues(options);
   Args<PJRT_Client_Create_Args> args;
   args->create_options = named.values.data();
   args->num_options = named.values.size();
+  if (kv_store != nullptr) BindKeyValueStore(kv_store, args.get());
   absl::Status status = SY_PJRT_CALL(api, Client_Create, args.get());
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("creating a client of PJRT plugin '",

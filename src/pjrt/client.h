@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pjrt/dtype.h"
+#include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
 struct PJRT_Client;
@@ -38,8 +39,11 @@ struct DeviceDesc {
 
 class Client {
  public:
+  // `kv_store` (may be null; must outlive the client) backs the plugin's kv
+  // callbacks, which multi-host clients need.
   static absl::StatusOr<std::unique_ptr<Client>> Create(const Plugin* plugin,
-                                                        const std::vector<ClientOption>& options);
+                                                        const std::vector<ClientOption>& options,
+                                                        KeyValueStore* kv_store = nullptr);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;

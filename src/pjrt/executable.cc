@@ -93,7 +93,7 @@ absl::Status Executable::ReadMetadata() {
 }
 
 absl::StatusOr<Launch> Executable::Execute(
-    const std::vector<std::vector<const Buffer*>>& arguments) const {
+    const std::vector<std::vector<const Buffer*>>& arguments, int launch_id) const {
   const size_t num_devices = device_ordinals_.size();
   if (arguments.size() != num_devices) {
     return absl::InvalidArgumentError(absl::StrCat("executable '", name_, "' runs on ", num_devices,
@@ -125,6 +125,7 @@ absl::StatusOr<Launch> Executable::Execute(
   std::vector<PJRT_Event*> events(num_devices, nullptr);
 
   Args<PJRT_ExecuteOptions> options;
+  options->launch_id = launch_id;
   Args<PJRT_LoadedExecutable_Execute_Args> args;
   args->executable = executable_;
   args->options = options.get();

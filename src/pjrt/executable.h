@@ -47,8 +47,10 @@ class Executable {
   int64_t num_partitions() const { return num_partitions_; }
 
   // Launches on every device; `arguments[d]` are the inputs of device d (in
-  // `device_ordinals()` order). Returns once the launch is enqueued.
-  absl::StatusOr<Launch> Execute(const std::vector<std::vector<const Buffer*>>& arguments) const;
+  // `device_ordinals()` order). Returns once the launch is enqueued. The parts of one
+  // launch of a multi-host program share a nonzero `launch_id` on every host.
+  absl::StatusOr<Launch> Execute(const std::vector<std::vector<const Buffer*>>& arguments,
+                                 int launch_id = 0) const;
 
   // The optimized program as a serialized HloModuleProtoWithConfig
   // ("hlo_with_config"); UNIMPLEMENTED if the plugin does not offer it.

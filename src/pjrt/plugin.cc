@@ -105,8 +105,8 @@ absl::Status Plugin::ReadInfo() {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Plugin::CreateClient(
-    const std::vector<ClientOption>& options) const {
-  return Client::Create(this, options);
+    const std::vector<ClientOption>& options, KeyValueStore* kv_store) const {
+  return Client::Create(this, options, kv_store);
 }
 
 }  // namespace switchyard::pjrt

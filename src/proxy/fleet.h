@@ -97,12 +97,18 @@ class Fleet {
   // The connection to a worker, created on first use; lives as long as the fleet.
   WorkerConnection* Connection(const std::string& address) ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // Held while sending the parts of a launch that spans workers, so that every worker
+  // gets such launches (of all sessions) in the same order: their collectives would
+  // otherwise wait on each other across hosts.
+  absl::Mutex& multi_worker_launch_mutex() { return multi_worker_launch_mutex_; }
+
  private:
   const std::string rm_address_;
   std::unique_ptr<ResourceManager::Stub> rm_;
   mutable absl::Mutex mutex_;
   std::map<int64_t, DeviceEntry> devices_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::unique_ptr<WorkerConnection>> connections_ ABSL_GUARDED_BY(mutex_);
+  absl::Mutex multi_worker_launch_mutex_;
 };
 
 }  // namespace switchyard::proxy

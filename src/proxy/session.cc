@@ -71,11 +71,12 @@ std::string RequestName(const wire::IfrtRequest& request) {
 }  // namespace
 
 Executable::~Executable() {
-  // On the worker's operation stream, so after every launch already sent for it.
-  if (worker == nullptr) return;
-  DispatchRequest op;
-  op.mutable_delete_executables()->add_executable_ids(worker_id);
-  worker->Send(std::move(op));
+  // On each worker's operation stream, so after every launch already sent for it.
+  for (const ExecutablePart& part : parts) {
+    DispatchRequest op;
+    op.mutable_delete_executables()->add_executable_ids(part.worker_id);
+    part.worker->Send(std::move(op));
+  }
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,

@@ -24,18 +24,25 @@ namespace switchyard::proxy {
 
 namespace wire = ::xla::ifrt::proxy;
 
-// A program compiled on a worker.
-struct Executable {
+// One worker's share of a program: its compiled copy and its devices.
+struct ExecutablePart {
   WorkerConnection* worker = nullptr;
   uint64_t worker_id = 0;
+  std::vector<int64_t> devices;  // global ids, in the worker's launch order
+};
+
+// A program compiled on one worker, or on every worker of a multi-host client.
+struct Executable {
+  std::vector<ExecutablePart> parts;
   std::string name;
-  std::vector<int64_t> devices;  // launch order, global ids
+  std::vector<int64_t> devices;  // all of them, in launch (logical device) order
   std::vector<DType> output_dtypes;
   std::vector<std::vector<int64_t>> output_shard_dims;  // per device
   std::vector<switchyard::xla::OpSharding> output_shardings;
   std::vector<switchyard::xla::OpSharding> parameter_shardings;
   std::vector<int> donated_parameters;
   bool shardings_known = false;
+  int32_t last_launch_id = 0;  // multi-worker programs: names each launch on every worker
 
   ~Executable();
 };

@@ -1,6 +1,8 @@
 // Session handlers for programs: compile on the owning worker, metadata, launch.
 
+#include <algorithm>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -50,6 +52,32 @@ std::vector<OpSharding> SplitOutputSharding(const OpSharding& sharding, size_t o
   return std::vector<OpSharding>(outputs, sharding);
 }
 
+// A program may span workers only when they are the hosts of one multi-host PJRT
+// client (one slice), whose plugin runs collectives across them.
+absl::Status CheckMultiHostProgram(const std::vector<int64_t>& devices,
+                                   const std::vector<const DeviceEntry*>& entries,
+                                   size_t num_workers) {
+  std::set<std::string> addresses;
+  for (const DeviceEntry* entry : entries) addresses.insert(entry->worker_address);
+  const DeviceEntry& first = *entries[0];
+  for (const DeviceEntry* entry : entries) {
+    const bool multi_host = entry->plugin.num_nodes() > 1;
+    if (!multi_host || entry->info.slice_index() != first.info.slice_index()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","),
+          "] span ", num_workers, " workers (", absl::StrJoin(addresses, ", "), ")",
+          multi_host ? " of different slices"
+                     : absl::StrCat(", but worker ", entry->worker_address, " (",
+                                    entry->plugin.platform_name(),
+                                    ") is not a host of a multi-host PJRT client (--num_nodes)"),
+          ". A program runs within one worker, or within the hosts of one slice whose plugin "
+          "forms one client across them (GPU); the CPU plugin has no collectives across "
+          "processes. Use a mesh of one slice's devices, and move data between slices."));
+    }
+  }
+  return absl::OkStatus();
+}
+
 OpSharding Replicated() {
   OpSharding op;
   op.set_type(OpSharding::REPLICATED);
@@ -88,33 +116,67 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     if (devices_.empty()) return absl::FailedPreconditionError("session has no devices");
     devices.push_back(devices_.begin()->first);
   }
-  std::set<std::string> workers;
+  // The workers the program runs on, in the order its devices name them.
+  std::vector<WorkerConnection*> workers;
+  std::vector<const DeviceEntry*> entries;
   for (int64_t device : devices) {
     SY_ASSIGN_OR_RETURN(const DeviceEntry* entry, SessionDevice(device));
-    workers.insert(entry->worker_address);
+    entries.push_back(entry);
+    SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+    if (std::find(workers.begin(), workers.end(), worker) == workers.end()) {
+      workers.push_back(worker);
+    }
   }
-  if (workers.size() > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","), "] span ",
-        workers.size(), " workers (", absl::StrJoin(workers, ", "),
-        "); the CPU PJRT plugin has no collectives across processes, so one program must run "
-        "within one worker. Use a mesh of one slice's devices, and move data between slices."));
-  }
-  SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(devices[0]));
   CompileRequest compile;
-  compile.set_executable_id(NewWorkerObjectId());
   compile.set_program(request.program().data());
   compile.set_format("mlir");
   compile.set_compile_options(options.compile_options());
   compile.mutable_device_ids()->Add(devices.begin(), devices.end());
-  SY_ASSIGN_OR_RETURN(CompileResponse compiled, Compile(worker, compile));
-
+  if (workers.size() > 1) {
+    SY_RETURN_IF_ERROR(CheckMultiHostProgram(devices, entries, workers.size()));
+    for (const DeviceEntry* entry : entries) {
+      (*compile.mutable_peer_plugin_ids())[entry->info.global_id()] = entry->info.plugin_id();
+    }
+  }
+  // Every worker compiles the same program with the global assignment, at once.
+  std::vector<CompileRequest> requests(workers.size(), compile);
+  std::vector<absl::StatusOr<CompileResponse>> compiled(workers.size(),
+                                                        absl::UnknownError("not compiled"));
+  {
+    std::vector<std::thread> threads;
+    for (size_t w = 0; w < workers.size(); ++w) {
+      requests[w].set_executable_id(NewWorkerObjectId());
+      auto run = [&, w] { compiled[w] = Compile(workers[w], requests[w]); };
+      if (workers.size() == 1) {
+        run();
+      } else {
+        threads.emplace_back(run);
+      }
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
   auto executable = std::make_shared<Executable>();
-  executable->worker = worker;
-  executable->worker_id = compile.executable_id();
-  executable->name = compiled.name();
-  executable->devices.assign(compiled.device_ids().begin(), compiled.device_ids().end());
-  for (const OutputSpec& output : compiled.outputs()) {
+  absl::Status failed;
+  for (size_t w = 0; w < workers.size(); ++w) {
+    if (!compiled[w].ok()) {
+      if (failed.ok()) failed = compiled[w].status();
+      continue;
+    }
+    ExecutablePart part;
+    part.worker = workers[w];
+    part.worker_id = requests[w].executable_id();
+    part.devices.assign(compiled[w]->device_ids().begin(), compiled[w]->device_ids().end());
+    executable->parts.push_back(std::move(part));  // deleted with `executable` on failure
+  }
+  SY_RETURN_IF_ERROR(failed);
+  const CompileResponse& first = *compiled[0];
+  executable->name = first.name();
+  if (workers.size() == 1) {
+    executable->devices = executable->parts[0].devices;
+  } else {
+    executable->devices = devices;
+  }
+  for (const OutputSpec& output : first.outputs()) {
     executable->output_dtypes.push_back(output.dtype());
     executable->output_shard_dims.emplace_back(output.dims().begin(), output.dims().end());
   }
@@ -122,16 +184,16 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   if (executable->devices.size() == 1) {
     executable->output_shardings.assign(outputs, Replicated());
     executable->shardings_known = true;
-  } else if (!compiled.output_sharding().empty()) {
+  } else if (!first.output_sharding().empty()) {
     OpSharding sharding;
-    if (!sharding.ParseFromString(compiled.output_sharding())) {
+    if (!sharding.ParseFromString(first.output_sharding())) {
       return absl::InternalError("worker sent a malformed output sharding");
     }
     SY_ASSIGN_OR_RETURN(sharding, ToTileForm(sharding));
     executable->output_shardings = SplitOutputSharding(sharding, outputs);
     executable->shardings_known = executable->output_shardings.size() == outputs;
   }
-  for (const std::string& bytes : compiled.parameter_shardings()) {
+  for (const std::string& bytes : first.parameter_shardings()) {
     OpSharding sharding;
     if (!sharding.ParseFromString(bytes)) {
       return absl::InternalError("worker sent a malformed parameter sharding");
@@ -139,8 +201,8 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     SY_ASSIGN_OR_RETURN(sharding, ToTileForm(sharding));
     executable->parameter_shardings.push_back(std::move(sharding));
   }
-  executable->donated_parameters.assign(compiled.donated_parameters().begin(),
-                                        compiled.donated_parameters().end());
+  executable->donated_parameters.assign(first.donated_parameters().begin(),
+                                        first.donated_parameters().end());
 
   const uint64_t handle = NewHandle();
   executables_[handle] = executable;
@@ -204,42 +266,66 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   }
   // Arguments: for each launch device, the shard of each argument on that device.
   std::vector<std::shared_ptr<Array>> args;
-  ExecuteRequest launch;
-  launch.set_executable_id(executable->worker_id);
-  for (size_t d = 0; d < num_devices; ++d) launch.add_arguments();
   for (int i = 0; i < request.args_handles_size(); ++i) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.args_handles(i)));
-    for (size_t d = 0; d < num_devices; ++d) {
-      const int64_t device = executable->devices[d];
-      const auto& list = array->sharding.devices;
-      auto it = std::find(list.begin(), list.end(), device);
-      const size_t index = it - list.begin();
-      if (it == list.end() || array->shards[index] == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "argument ", i, " has no shard on device ", device, " where executable '",
-            executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
-      }
-      launch.mutable_arguments(d)->add_ids(array->shards[index]->id());
-    }
     args.push_back(std::move(array));
   }
-  // Outputs: one worker buffer per (device, output).
-  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(outputs);
-  for (size_t d = 0; d < num_devices; ++d) {
-    BufferIdList* ids = launch.add_outputs();
-    for (size_t o = 0; o < outputs; ++o) {
-      const uint64_t id = NewWorkerObjectId();
-      ids->add_ids(id);
-      buffers[o].push_back(
-          std::make_shared<RemoteBuffer>(executable->worker, id, executable->devices[d]));
+  auto shard_on = [&](size_t arg, int64_t device) -> absl::StatusOr<uint64_t> {
+    const auto& list = args[arg]->sharding.devices;
+    auto it = std::find(list.begin(), list.end(), device);
+    if (it == list.end() || args[arg]->shards[it - list.begin()] == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "argument ", arg, " has no shard on device ", device, " where executable '",
+          executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
+    }
+    return args[arg]->shards[it - list.begin()]->id();
+  };
+  // One launch per worker, each with its devices' arguments and fresh output ids;
+  // the outputs' shards are in the executable's device order.
+  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
+      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
+  std::vector<DispatchRequest> launches(executable->parts.size());
+  const bool multi_worker = executable->parts.size() > 1;
+  if (multi_worker) {
+    executable->last_launch_id = executable->last_launch_id % 0x7ffffffe + 1;  // never 0
+  }
+  for (size_t p = 0; p < executable->parts.size(); ++p) {
+    const ExecutablePart& part = executable->parts[p];
+    ExecuteRequest* launch = launches[p].mutable_execute();
+    launch->set_executable_id(part.worker_id);
+    if (multi_worker) launch->set_launch_id(executable->last_launch_id);
+    for (int64_t device : part.devices) {
+      BufferIdList* arguments = launch->add_arguments();
+      for (size_t i = 0; i < args.size(); ++i) {
+        SY_ASSIGN_OR_RETURN(uint64_t id, shard_on(i, device));
+        arguments->add_ids(id);
+      }
+      const size_t index = std::find(executable->devices.begin(), executable->devices.end(),
+                                     device) - executable->devices.begin();
+      if (index == num_devices) {
+        return absl::InternalError(absl::StrCat("worker ", part.worker->address(),
+                                                " runs the program on device ", device,
+                                                ", which its device assignment does not name"));
+      }
+      BufferIdList* ids = launch->add_outputs();
+      for (size_t o = 0; o < outputs; ++o) {
+        const uint64_t id = NewWorkerObjectId();
+        ids->add_ids(id);
+        buffers[o][index] = std::make_shared<RemoteBuffer>(part.worker, id, device);
+      }
     }
   }
   // Sent, not awaited: the worker stores a failed launch's error under its outputs,
   // and whoever reads them gets it. Deleting the arguments or the executable later
-  // goes on the same stream, so after this launch.
-  DispatchRequest op;
-  *op.mutable_execute() = std::move(launch);
-  executable->worker->Send(std::move(op));
+  // goes on the same streams, so after this launch.
+  if (multi_worker) {
+    absl::MutexLock order(&fleet_->multi_worker_launch_mutex());
+    for (size_t p = 0; p < launches.size(); ++p) {
+      executable->parts[p].worker->Send(std::move(launches[p]));
+    }
+  } else {
+    executable->parts[0].worker->Send(std::move(launches[0]));
+  }
   // Donated arguments are consumed by the launch.
   std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
                               request.execute_options().non_donatable_input_indices().end());

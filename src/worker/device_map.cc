@@ -10,6 +10,7 @@ std::vector<DeviceInfo> DeviceMap::LocalDevices() const {
     DeviceInfo info;
     info.set_local_ordinal(desc.ordinal);
     info.set_local_hardware_id(desc.local_hardware_id);
+    info.set_plugin_id(desc.id);
     info.set_kind(desc.kind);
     info.set_default_memory_kind(desc.default_memory_kind);
     for (const pjrt::MemoryDesc& memory : desc.memories) {

@@ -16,9 +16,14 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   auto* build = options.mutable_executable_build_options();
   if (build->num_replicas() <= 0) build->set_num_replicas(1);
   if (build->num_partitions() <= 0) build->set_num_partitions(1);
+  // Our own devices first; a multi-host program also names the other hosts' devices,
+  // whose plugin ids the caller passes along.
   auto to_plugin_id = [&](int64_t global_id) -> absl::StatusOr<int64_t> {
-    SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(global_id));
-    return devices_->PluginIdOf(ordinal);
+    auto ordinal = devices_->OrdinalOf(global_id);
+    if (ordinal.ok()) return devices_->PluginIdOf(*ordinal);
+    auto peer = request.peer_plugin_ids().find(global_id);
+    if (peer != request.peer_plugin_ids().end()) return peer->second;
+    return ordinal.status();
   };
 
   if (build->has_device_assignment()) {
@@ -180,7 +185,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
     for (auto& event : multi_device_inflight_) (void)event->Await();
     multi_device_inflight_.clear();
   }
-  auto launch = executable->Execute(arguments);
+  auto launch = executable->Execute(arguments, request.launch_id());
   if (!launch.ok()) {
     return absl::Status(launch.status().code(),
                         absl::StrCat("launch of executable ", request.executable_id(),

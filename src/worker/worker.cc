@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -13,6 +15,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/rm_kv_store.h"
 #include "worker/rm_link.h"
 #include "worker/transfers.h"
 #include "worker/worker_service.h"
@@ -52,7 +55,28 @@ class WorkerServerImpl final : public WorkerServer {
     if (options.cpu_device_count > 0) {
       client_options.push_back({"cpu_device_count", int64_t{options.cpu_device_count}});
     }
-    SY_ASSIGN_OR_RETURN(client_, plugin->CreateClient(client_options));
+    if (options.num_nodes > 1) {
+      if (options.host_index < 0 || options.host_index >= options.num_nodes) {
+        return absl::InvalidArgumentError(absl::StrCat("host index ", options.host_index,
+                                                       " is not a node of a ", options.num_nodes,
+                                                       "-host client"));
+      }
+      client_options.push_back({"num_nodes", int64_t{options.num_nodes}});
+      client_options.push_back({"node_id", int64_t{options.host_index}});
+      kv_store_ = std::make_unique<RmKeyValueStore>(options.resource_manager_address,
+                                                    options.slice_index);
+      SY_LOG(Info) << "creating node " << options.host_index << " of a " << options.num_nodes
+                   << "-host client; waiting for the other hosts of slice "
+                   << options.slice_index;
+    }
+    auto client = plugin->CreateClient(client_options, kv_store_.get());
+    if (!client.ok() && options.num_nodes > 1) {
+      return absl::Status(client.status().code(),
+                          absl::StrCat("the plugin could not form a ", options.num_nodes,
+                                       "-host client (does it support multi-host clients?): ",
+                                       client.status().message()));
+    }
+    SY_ASSIGN_OR_RETURN(client_, std::move(client));
     devices_ = std::make_unique<DeviceMap>(client_.get());
     executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_);
@@ -61,6 +85,8 @@ class WorkerServerImpl final : public WorkerServer {
     identity.slice_index = options.slice_index;
     identity.host_index = options.host_index;
     identity.plugin = ToProto(*plugin, *client_);
+    identity.plugin.set_num_nodes(std::max(options.num_nodes, 1));
+    identity.plugin.set_node_id(options.num_nodes > 1 ? options.host_index : 0);
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
                                                executor_.get(), transfers_.get());
     SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
@@ -137,6 +163,7 @@ class WorkerServerImpl final : public WorkerServer {
     }
   }
 
+  std::unique_ptr<RmKeyValueStore> kv_store_;  // outlives the client, which calls it
   std::unique_ptr<pjrt::Client> client_;
   std::unique_ptr<DeviceMap> devices_;
   BufferStore buffers_;

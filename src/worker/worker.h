@@ -22,6 +22,10 @@ struct WorkerOptions {
   int host_index = 0;
   std::string pjrt_plugin;
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
+  // More than 1: this worker is node `host_index` of a multi-host PJRT client formed
+  // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find
+  // each other through the RM's key-value store. Creating the client waits for all.
+  int num_nodes = 1;
   int metrics_port = -1;     // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.

@@ -33,6 +33,9 @@ def test_status_shows_two_slices_of_four_devices(rm, start_worker):
         assert host["healthy"] and len(host["devices"]) == 4
         assert host["plugin"]["platform_name"] == "cpu"
         assert host["plugin"]["stablehlo_current_version"]
+        # A single-host client (num_nodes 1); the plugin's own ids, for device assignments.
+        assert host["plugin"]["num_nodes"] == 1
+        assert [d.get("plugin_id", 0) for d in host["devices"]] == [0, 1, 2, 3]
     assert sorted(device_ids(f["slices"][0]["hosts"][0]) + device_ids(f["slices"][1]["hosts"][0])) \
         == list(range(8))
     table = subprocess.run([switchyard.find_binary(), "status",

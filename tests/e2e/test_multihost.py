@@ -1,0 +1,232 @@
+"""Programs spanning the hosts of a multi-host PJRT client: on GPUs, the workers of one
+slice form one client (one NCCL clique) and a program runs on all of them at once.
+
+The CPU plugin cannot form such a client (it has no collectives across processes), and
+this machine has no GPU, so the two workers here are FAKES: small gRPC servers speaking
+worker.proto that register with the real resource manager as the two hosts of a
+`num_nodes=2` client and record what the real proxy asks of them. What is tested is the
+proxy's side: one compile per host with the global device assignment and the peers'
+plugin ids, one launch per host with the same launch id, outputs whose shards live on
+both hosts. The plugin's side (NCCL through the RM's key-value store) runs on a GPU
+machine: docs/multi-host.md.
+"""
+
+import struct
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import pytest
+
+from ifrt_raw import RawSession, channel, g, s, t
+from switchyard import common_pb2 as c
+from switchyard import rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
+from switchyard.cluster import free_port
+from xla import compile_options_pb2, xla_data_pb2
+
+DEVICES_PER_HOST = 2
+
+
+class FakeHost(worker_pb2_grpc.WorkerServicer):
+    """Node `node` of a 2-host client; each output shard it makes holds its device id."""
+
+    def __init__(self, rm_address: str, node: int, fail_compile: bool = False):
+        self.node = node
+        self.fail_compile = fail_compile
+        self.compiles, self.executes, self.deleted_executables = [], [], []
+        self.buffers = {}  # id -> device
+        self.lock = threading.Lock()
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        worker_pb2_grpc.add_WorkerServicer_to_server(self, self.server)
+        port = self.server.add_insecure_port("127.0.0.1:0")
+        self.server.start()
+        self.address = f"127.0.0.1:{port}"
+        rm = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm_address))
+        registered = rm.RegisterWorker(rm_pb2.RegisterWorkerRequest(
+            protocol_version=1, address=self.address, slice_index=0, host_index=node,
+            plugin=c.PluginInfo(platform_name="cuda", platform_version="fake", num_nodes=2,
+                                node_id=node),
+            devices=[c.DeviceInfo(local_ordinal=k, kind="fake GPU",
+                                  plugin_id=DEVICES_PER_HOST * node + k,
+                                  default_memory_kind="device",
+                                  memories=[c.MemoryInfo(local_id=k, kind="device")])
+                     for k in range(DEVICES_PER_HOST)],
+            hostname="fake", pid=0), timeout=10)
+        self.global_ids = [d.global_id for d in registered.devices]
+        self.stopped = threading.Event()
+
+        def heartbeat():
+            while not self.stopped.wait(0.3):
+                try:
+                    rm.Heartbeat(rm_pb2.HeartbeatRequest(incarnation=registered.incarnation),
+                                 timeout=2)
+                except grpc.RpcError:
+                    pass
+        threading.Thread(target=heartbeat, daemon=True).start()
+
+    def stop(self):
+        self.stopped.set()
+        self.server.stop(0)
+
+    def Compile(self, request, context):
+        with self.lock:
+            self.compiles.append(request)
+        if self.fail_compile:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "fake compile failure")
+        sharding = xla_data_pb2.OpSharding(type=xla_data_pb2.OpSharding.OTHER,
+                                           tile_assignment_dimensions=[4],
+                                           tile_assignment_devices=[0, 1, 2, 3])
+        return worker_pb2.CompileResponse(
+            device_ids=[d for d in request.device_ids if d in self.global_ids],
+            outputs=[worker_pb2.OutputSpec(dtype=c.F32, dims=[2])], name="spmd",
+            num_replicas=1, num_partitions=4, output_sharding=sharding.SerializeToString())
+
+    def Dispatch(self, request_iterator, context):
+        for op in request_iterator:
+            kind = op.WhichOneof("op")
+            with self.lock:
+                if kind == "execute":
+                    self.executes.append(op.execute)
+                    for device, ids in zip(self.global_ids, op.execute.outputs):
+                        for buffer_id in ids.ids:
+                            self.buffers[buffer_id] = device
+                elif kind == "delete_executables":
+                    self.deleted_executables += list(op.delete_executables.executable_ids)
+            if kind == "await_buffers" or op.reply:
+                yield worker_pb2.DispatchResponse(seq=op.seq, code=0)
+
+    def GetBuffer(self, request, context):
+        with self.lock:
+            device = self.buffers.get(request.buffer_id)
+        if device is None:
+            context.abort(grpc.StatusCode.NOT_FOUND, f"no buffer {request.buffer_id}")
+        data = struct.pack("<2f", device, device)
+        yield worker_pb2.GetBufferChunk(header=worker_pb2.BufferHeader(
+            buffer_id=request.buffer_id, device_id=device, dtype=c.F32, dims=[2],
+            size_bytes=len(data)), data=data)
+
+    def DeleteBuffers(self, request, context):
+        return worker_pb2.DeleteBuffersResponse()
+
+
+@pytest.fixture
+def proxy(spawn, rm):
+    port = free_port()
+    process = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}")
+    process.wait_for("proxy listening")
+    process.target = f"127.0.0.1:{port}"
+    return process
+
+
+def program_over(devices):
+    """A compile request whose device assignment is 1 replica x len(devices) partitions."""
+    assignment = compile_options_pb2.DeviceAssignmentProto(
+        replica_count=1, computation_count=len(devices),
+        computation_devices=[compile_options_pb2.DeviceAssignmentProto.ComputationDevice(
+            replica_device_ids=[d]) for d in devices])
+    options = compile_options_pb2.CompileOptionsProto(
+        executable_build_options=compile_options_pb2.ExecutableBuildOptionsProto(
+            num_replicas=1, num_partitions=len(devices), device_assignment=assignment))
+    return s.CompileRequest(
+        program=t.Serialized(type_name="xla::ifrt::XlaProgram", data=b"(program bytes)"),
+        compile_options=t.Serialized(
+            type_name="xla::ifrt::XlaCompileOptions",
+            data=t.XlaCompileOptionsProto(
+                compile_options=options.SerializeToString()).SerializeToString()))
+
+
+def fetch(ch, session, session_id, array_handle, handle):
+    response = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+        host_buffer_handle=handle, array_handle=array_handle))
+    assert response.response_metadata.status.code == 0, response
+    lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
+                             request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
+                             response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    data = b"".join(r.data for r in lookup(g.GrpcHostBufferLookupRequest(
+        session_id=session_id, handle=handle), timeout=30))
+    return list(struct.unpack(f"<{len(data) // 4}f", data))
+
+
+def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
+    hosts = [FakeHost(rm.address, 0), FakeHost(rm.address, 1)]
+    try:
+        ch = channel(proxy.target)
+        session = RawSession(ch)
+        init = session.request(init_request=s.InitRequest()).init_response
+        devices = sorted(d.id for d in init.all_devices)
+        assert devices == hosts[0].global_ids + hosts[1].global_ids
+
+        compiled = session.request(compile_request=program_over(devices))
+        assert compiled.response_metadata.status.code == 0, compiled
+        assert list(compiled.compile_response.addressable_device_ids) == devices
+        plugin_ids = {gid: i for i, gid in enumerate(devices)}
+        for host in hosts:
+            [request] = host.compiles
+            assert list(request.device_ids) == devices
+            assert dict(request.peer_plugin_ids) == plugin_ids
+        assert hosts[0].compiles[0].executable_id != hosts[1].compiles[0].executable_id
+
+        handle = compiled.compile_response.loaded_executable_handle
+        outputs = []
+        for _ in range(3):
+            response = session.request(loaded_executable_execute_request=(
+                s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
+            assert response.response_metadata.status.code == 0, response
+            outputs.append(response.loaded_executable_execute_response.outputs[0])
+        # The launches went out without waiting; a fetch orders after them.
+        values = fetch(ch, session, init.session_id, outputs[-1].array_handle, 1000)
+        assert values == [float(d) for d in devices for _ in range(2)]
+        for host in hosts:
+            assert len(host.executes) == 3
+            for launch in host.executes:
+                assert len(launch.outputs) == DEVICES_PER_HOST
+                assert len(launch.arguments) == DEVICES_PER_HOST
+        launch_ids = [[e.launch_id for e in host.executes] for host in hosts]
+        assert launch_ids[0] == launch_ids[1] == [1, 2, 3]
+        assert list(outputs[0].shape.dims) == [8]
+
+        session.request(loaded_executable_destruct_request=s.LoadedExecutableDestructRequest(
+            loaded_executable_handle=handle))
+        session.close()
+        deadline = time.monotonic() + 10
+        while not all(host.deleted_executables for host in hosts):
+            assert time.monotonic() < deadline, "executables were not deleted on both hosts"
+            time.sleep(0.05)
+        for host in hosts:
+            assert host.deleted_executables == [host.compiles[0].executable_id]
+    finally:
+        for host in hosts:
+            host.stop()
+
+
+def test_failed_compile_on_one_host_fails_the_program_and_frees_the_other(rm, proxy):
+    hosts = [FakeHost(rm.address, 0), FakeHost(rm.address, 1, fail_compile=True)]
+    try:
+        session = RawSession(channel(proxy.target))
+        init = session.request(init_request=s.InitRequest()).init_response
+        devices = sorted(d.id for d in init.all_devices)
+        compiled = session.request(compile_request=program_over(devices))
+        status = compiled.response_metadata.status
+        assert status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert "fake compile failure" in status.message
+        deadline = time.monotonic() + 10
+        while hosts[0].deleted_executables != [hosts[0].compiles[0].executable_id]:
+            assert time.monotonic() < deadline, "the compiled copy was not deleted"
+            time.sleep(0.05)
+        # The session goes on: a program on one host compiles there only.
+        one_host = session.request(compile_request=program_over(devices[:2]))
+        assert one_host.response_metadata.status.code == 0, one_host
+        assert len(hosts[0].compiles) == 2 and len(hosts[1].compiles) == 1
+        session.close()
+    finally:
+        for host in hosts:
+            host.stop()
+
+
+def test_cpu_worker_cannot_be_a_multi_host_node(start_worker):
+    worker = start_worker(0, 1, 0, 2, "--num_nodes=2", wait=False)
+    worker.wait_for("cannot start")
+    assert worker.proc.wait(timeout=30) == 1
+    assert "could not form a 2-host client" in worker.output
+    assert "node_id" in worker.output  # the plugin's own words: it has no such option
