@@ -22,4 +22,8 @@ inline constexpr int64_t kRegisterBackoffMaxMs = 5000;
 // still be on the way) before answering NOT_FOUND.
 inline constexpr int64_t kBufferWaitMs = 5 * 60 * 1000;
 
+// Deletions ride with the next operation to a worker; those still waiting are sent
+// this often, so a client that goes quiet after dropping arrays gets them freed.
+inline constexpr int64_t kDeleteFlushPeriodMs = 5;
+
 }  // namespace switchyard::limits

@@ -1,5 +1,6 @@
 #include "pjrt/buffer.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pjrt/c_api.h"
 #include "pjrt/client.h"
@@ -52,23 +53,6 @@ absl::Status Buffer::AwaitReady() const {
   return Event(client_->api(), args->event).Await();
 }
 
-namespace {
-
-struct ReadyCallback {
-  const PJRT_Api* api;
-  PJRT_Event* event;
-  std::function<void(absl::Status)> done;
-};
-
-void OnEventReady(PJRT_Error* error, void* user_arg) {
-  auto* callback = static_cast<ReadyCallback*>(user_arg);
-  callback->done(ToStatus(callback->api, error));
-  Event(callback->api, callback->event);  // destroys the event
-  delete callback;
-}
-
-}  // namespace
-
 void Buffer::OnReady(std::function<void(absl::Status)> done) const {
   const PJRT_Api* api = client_->api();
   Args<PJRT_Buffer_ReadyEvent_Args> ready;
@@ -78,32 +62,29 @@ void Buffer::OnReady(std::function<void(absl::Status)> done) const {
     done(status);
     return;
   }
-  auto* callback = new ReadyCallback{api, ready->event, std::move(done)};
-  Args<PJRT_Event_OnReady_Args> args;
-  args->event = ready->event;
-  args->callback = &OnEventReady;
-  args->user_arg = callback;
-  status = SY_PJRT_CALL(api, Event_OnReady, args.get());
-  if (!status.ok()) {
-    // Not registered: wait here instead.
-    absl::Status result = Event(api, callback->event).Await();
-    callback->done(result.ok() ? status : result);
-    delete callback;
-  }
+  Event::Then(api, ready->event, std::move(done));
 }
 
 absl::StatusOr<std::string> Buffer::ToHost() const {
+  std::string out(host_size_bytes_, '\0');
+  SY_RETURN_IF_ERROR(ToHost(absl::MakeSpan(out)));
+  return out;
+}
+
+absl::Status Buffer::ToHost(absl::Span<char> out) const {
   // Surface a failed producer as its own error rather than as a copy failure.
   SY_RETURN_IF_ERROR(AwaitReady());
-  std::string out(host_size_bytes_, '\0');
-  if (out.empty()) return out;
+  if (static_cast<int64_t>(out.size()) != host_size_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat("the buffer has ", host_size_bytes_,
+                                                   " bytes; the destination ", out.size()));
+  }
+  if (out.empty()) return absl::OkStatus();
   Args<PJRT_Buffer_ToHostBuffer_Args> args;
   args->src = buffer_;
   args->dst = out.data();
   args->dst_size = out.size();
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_ToHostBuffer, args.get()));
-  SY_RETURN_IF_ERROR(Event(client_->api(), args->event).Await());
-  return out;
+  return Event(client_->api(), args->event).Await();
 }
 
 }  // namespace switchyard::pjrt

@@ -43,6 +43,8 @@ class Buffer {
   void OnReady(std::function<void(absl::Status)> done) const;
   // Copies the contents to host, dense and major-to-minor; blocks until done.
   absl::StatusOr<std::string> ToHost() const;
+  // The same into `out`, which must have `host_size_bytes()`.
+  absl::Status ToHost(absl::Span<char> out) const;
 
   PJRT_Buffer* handle() const { return buffer_; }
 

@@ -159,6 +159,30 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const 
                                                                absl::Span<const int64_t> dims,
                                                                int ordinal,
                                                                const std::string& memory_kind) const {
+  PJRT_Event* done_with_data = nullptr;
+  auto buffer = StartBufferFromHost(data, dtype, dims, ordinal, memory_kind,
+                                    /*zero_copy=*/false, &done_with_data);
+  // The caller may free `data` when we return.
+  Event done(api(), done_with_data);
+  SY_RETURN_IF_ERROR(done.Await());
+  return buffer;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(std::shared_ptr<const HostBytes> data,
+                                                                    DType dtype,
+                                                               absl::Span<const int64_t> dims,
+                                                               int ordinal,
+                                                               const std::string& memory_kind) const {
+  PJRT_Event* done_with_data = nullptr;
+  auto buffer = StartBufferFromHost(data->span(), dtype, dims, ordinal, memory_kind,
+                                    /*zero_copy=*/true, &done_with_data);
+  Event::Then(api(), done_with_data, [data](absl::Status) {});  // the last user frees it
+  return buffer;
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
+    absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
+    const std::string& memory_kind, bool zero_copy, PJRT_Event** done_with_data) const {
   if (ordinal < 0 || ordinal >= static_cast<int>(devices_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("device ordinal ", ordinal, " out of range [0, ",
                                                    devices_.size(), ")"));
@@ -184,7 +208,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const 
   args->type = type;
   args->dims = dims.data();
   args->num_dims = dims.size();
-  args->host_buffer_semantics = PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
+  args->host_buffer_semantics = zero_copy
+                                    ? PJRT_HostBufferSemantics_kImmutableZeroCopy
+                                    : PJRT_HostBufferSemantics_kImmutableUntilTransferCompletes;
   args->device = device_handles_[ordinal];
   if (!memory_kind.empty() && memory_kind != devices_[ordinal].default_memory_kind) {
     const auto& memories = devices_[ordinal].memories;
@@ -197,11 +223,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const 
     args->memory = memory_handles_[ordinal][it - memories.begin()];
   }
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(api(), Client_BufferFromHostBuffer, args.get()));
-  Event done(api(), args->done_with_host_buffer);
-  SY_ASSIGN_OR_RETURN(std::unique_ptr<Buffer> buffer, Buffer::Wrap(this, args->buffer));
-  // The caller may free `data` when we return.
-  SY_RETURN_IF_ERROR(done.Await());
-  return buffer;
+  *done_with_data = args->done_with_host_buffer;
+  return Buffer::Wrap(this, args->buffer);
 }
 
 absl::StatusOr<std::unique_ptr<Executable>> Client::Compile(

@@ -11,10 +11,12 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pjrt/dtype.h"
+#include "pjrt/host_bytes.h"
 #include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
 struct PJRT_Client;
+struct PJRT_Event;
 struct PJRT_Device;
 struct PJRT_Memory;
 
@@ -62,6 +64,14 @@ class Client {
                                                          absl::Span<const int64_t> dims,
                                                          int ordinal,
                                                          const std::string& memory_kind = "") const;
+  // The same for bytes handed over: the plugin may use them in place instead of
+  // copying (the CPU plugin does, for aligned data) and they are freed once it no
+  // longer needs them. Returns once the buffer exists.
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromOwnedHost(std::shared_ptr<const HostBytes> data,
+                                                              DType dtype,
+                                                         absl::Span<const int64_t> dims,
+                                                         int ordinal,
+                                                         const std::string& memory_kind = "") const;
 
   // Compiles `program` (format "mlir": StableHLO text, bytecode or a VHLO portable
   // artifact; "hlo": a serialized HloModuleProto) with a serialized CompileOptionsProto.
@@ -79,6 +89,11 @@ class Client {
 
  private:
   Client(const Plugin* plugin, PJRT_Client* client) : plugin_(plugin), client_(client) {}
+  // Starts the transfer; `*done_with_data` is then the event that says when the plugin
+  // no longer reads `data` (nullptr on errors before the transfer started).
+  absl::StatusOr<std::unique_ptr<Buffer>> StartBufferFromHost(
+      absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
+      const std::string& memory_kind, bool zero_copy, PJRT_Event** done_with_data) const;
   absl::Status ReadDevices();
 
   const Plugin* plugin_;

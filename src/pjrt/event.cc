@@ -18,4 +18,40 @@ absl::Status Event::Await() {
   return SY_PJRT_CALL(api_, Event_Await, args.get());
 }
 
+namespace {
+
+struct Continuation {
+  const PJRT_Api* api;
+  PJRT_Event* event;
+  std::function<void(absl::Status)> done;
+};
+
+void OnEventReady(PJRT_Error* error, void* user_arg) {
+  auto* continuation = static_cast<Continuation*>(user_arg);
+  continuation->done(ToStatus(continuation->api, error));
+  Event(continuation->api, continuation->event);  // destroys the event
+  delete continuation;
+}
+
+}  // namespace
+
+void Event::Then(const PJRT_Api* api, PJRT_Event* event, std::function<void(absl::Status)> done) {
+  if (event == nullptr) {
+    done(absl::OkStatus());
+    return;
+  }
+  auto* continuation = new Continuation{api, event, std::move(done)};
+  Args<PJRT_Event_OnReady_Args> args;
+  args->event = event;
+  args->callback = &OnEventReady;
+  args->user_arg = continuation;
+  absl::Status status = SY_PJRT_CALL(api, Event_OnReady, args.get());
+  if (!status.ok()) {
+    // Not registered: wait here instead.
+    absl::Status result = Event(api, event).Await();
+    continuation->done(result.ok() ? status : result);
+    delete continuation;
+  }
+}
+
 }  // namespace switchyard::pjrt

@@ -2,6 +2,7 @@
 
 // A PJRT event: completion of an asynchronous transfer or launch.
 
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -21,6 +22,11 @@ class Event {
 
   // Blocks until the event is ready; returns the error it carries, if any.
   absl::Status Await();
+
+  // Takes `event` (nullptr: already done) and runs `done` with its status once it is
+  // ready: on a plugin thread, or before returning. Then destroys it.
+  static void Then(const PJRT_Api* api, PJRT_Event* event,
+                   std::function<void(absl::Status)> done);
 
  private:
   const PJRT_Api* api_;

@@ -4,6 +4,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "absl/synchronization/notification.h"
 
@@ -62,6 +63,10 @@ void WorkerConnection::WriteDeletesLocked() {
 }
 
 void WorkerConnection::SendDeletes() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (pending_deletes_.empty()) return;
+  }
   absl::MutexLock write_lock(&write_mutex_);
   WriteDeletesLocked();
 }
@@ -145,9 +150,7 @@ absl::Status WorkerConnection::Await(const std::vector<uint64_t>& buffer_ids) {
     absl::Status status;
   };
   auto result = std::make_shared<Result>();
-  DispatchRequest op;
-  op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
-  Send(std::move(op), [result](absl::Status status) {
+  AwaitThen(buffer_ids, [result](absl::Status status) {
     result->status = std::move(status);
     result->done.Notify();
   });
@@ -155,8 +158,30 @@ absl::Status WorkerConnection::Await(const std::vector<uint64_t>& buffer_ids) {
   return result->status;
 }
 
+void WorkerConnection::AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done) {
+  DispatchRequest op;
+  op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
+  Send(std::move(op), std::move(done));
+}
+
 Fleet::Fleet(std::string rm_address)
-    : rm_address_(std::move(rm_address)), rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {}
+    : rm_address_(std::move(rm_address)), rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
+  delete_flusher_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(limits::kDeleteFlushPeriodMs))) {
+      std::vector<WorkerConnection*> connections;
+      {
+        absl::MutexLock lock(&mutex_);
+        for (auto& [address, connection] : connections_) connections.push_back(connection.get());
+      }
+      for (WorkerConnection* connection : connections) connection->SendDeletes();
+    }
+  });
+}
+
+Fleet::~Fleet() {
+  stop_.Notify();
+  delete_flusher_.join();
+}
 
 absl::Status Fleet::Refresh() {
   grpc::ClientContext context;

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "switchyard/rm.grpc.pb.h"
 #include "switchyard/worker.grpc.pb.h"
 
@@ -42,11 +43,14 @@ class WorkerConnection {
   // Never blocks (destructors call it, also on the reader thread): the deletion goes
   // out with the next operation, batched with any others.
   void DeleteLater(uint64_t buffer_id) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Sends the deletions waiting for the next operation, if any.
+  // Sends the deletions waiting for the next operation, if any (without taking the
+  // write lock when there are none).
   void SendDeletes() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Waits until the buffers are computed; their error, if any. Ordered after
   // everything sent before.
   absl::Status Await(const std::vector<uint64_t>& buffer_ids);
+  // The same without waiting: `done` runs on the reader thread once they are.
+  void AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done);
   // Waits until everything sent so far has been carried out.
   void Flush() { (void)Await({}); }
 
@@ -88,6 +92,7 @@ struct DeviceEntry {
 class Fleet {
  public:
   explicit Fleet(std::string rm_address);
+  ~Fleet();
 
   // Re-reads the fleet from the RM (healthy hosts only). UNAVAILABLE if the RM
   // cannot be reached; FAILED_PRECONDITION if no worker is up.
@@ -109,6 +114,10 @@ class Fleet {
   std::map<int64_t, DeviceEntry> devices_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::unique_ptr<WorkerConnection>> connections_ ABSL_GUARDED_BY(mutex_);
   absl::Mutex multi_worker_launch_mutex_;
+  // Sends the deletions no operation has carried along yet (kDeleteFlushPeriodMs):
+  // a request that drops arrays then costs no write to a worker.
+  absl::Notification stop_;
+  std::thread delete_flusher_;
 };
 
 }  // namespace switchyard::proxy

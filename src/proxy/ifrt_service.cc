@@ -79,13 +79,18 @@ grpc::Status IfrtService::IfrtSession(
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
   {
-    Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); });
+    // Answers that come later are written from other threads; none after we return.
+    auto sink = std::make_shared<proxy::ResponseSink>(
+        [stream](const w::IfrtResponse& response) { return stream->Write(response); });
+    absl::Cleanup close = [&] { sink->Close(); };
+    Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); },
+                    sink);
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       ++requests;
       ++requests_;
-      w::IfrtResponse response = session.Process(request);
-      if (!stream->Write(response)) break;
+      std::optional<w::IfrtResponse> response = session.Process(request);
+      if (response.has_value() && !sink->Write(*response)) break;
     }
     SY_LOG(Info) << "session " << session_id << " ended after " << requests
                  << " requests; freeing " << session.arrays() << " arrays";

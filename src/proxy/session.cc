@@ -80,12 +80,14 @@ Executable::~Executable() {
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,
-                 std::shared_ptr<HostBufferStore> host_buffers, std::function<bool()> cancelled)
+                 std::shared_ptr<HostBufferStore> host_buffers, std::function<bool()> cancelled,
+                 std::shared_ptr<ResponseSink> sink)
     : id_(id),
       version_(version),
       fleet_(fleet),
       host_buffers_(std::move(host_buffers)),
       cancelled_(std::move(cancelled)),
+      sink_(std::move(sink)),
       next_handle_(kServerHandlesMin) {}
 
 Session::~Session() {
@@ -117,12 +119,16 @@ absl::StatusOr<WorkerConnection*> Session::WorkerOf(int64_t device) {
   return fleet_->Connection((*entry)->worker_address);
 }
 
-wire::IfrtResponse Session::Process(const wire::IfrtRequest& request) {
+std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& request) {
   wire::IfrtResponse response;
-  absl::Status status = Dispatch(request, &response);
-  // Deletions wait for the next operation to a worker; a client that goes quiet
-  // after dropping arrays still gets them freed now.
-  for (WorkerConnection* worker : workers_) worker->SendDeletes();
+  absl::Status status;
+  if (request.has_check_value_ready_request()) {
+    status = CheckValueReadyLater(request.check_value_ready_request(),
+                                  request.request_metadata().op_id());
+    if (status.ok()) return std::nullopt;
+  } else {
+    status = Dispatch(request, &response);
+  }
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   if (status.ok()) {
     response.mutable_response_metadata()->set_seq_num(seq_num_++);
@@ -169,9 +175,6 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kCopyToHostBufferRequest:
       response->mutable_copy_to_host_buffer_response();
       return HandleCopyToHostBuffer(request.copy_to_host_buffer_request());
-    case R::kCheckValueReadyRequest:
-      response->mutable_check_value_ready_response();
-      return HandleCheckValueReady(request.check_value_ready_request());
     case R::kDeleteArrayRequest:
       return HandleDeleteArray(request.delete_array_request(),
                                response->mutable_delete_array_response());

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "proxy/array_table.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
+#include "proxy/response_sink.h"
 #include "proxy/version.h"
 #include "xla/xla_data.pb.h"
 
@@ -49,15 +51,17 @@ struct Executable {
 
 class Session {
  public:
-  // `cancelled` says whether the client has gone; long waits check it.
+  // `cancelled` says whether the client has gone; long waits check it. Answers that
+  // come later go to `sink`.
   Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers,
-          std::function<bool()> cancelled);
+          std::function<bool()> cancelled, std::shared_ptr<ResponseSink> sink);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  // Answers one request. Never fails: errors travel in the response's status.
-  wire::IfrtResponse Process(const wire::IfrtRequest& request);
+  // Answers one request, now or (nullopt) later through the sink. Never fails:
+  // errors travel in the response's status.
+  std::optional<wire::IfrtResponse> Process(const wire::IfrtRequest& request);
 
   uint64_t id() const { return id_; }
   size_t arrays() const { return arrays_.size(); }
@@ -86,7 +90,9 @@ class Session {
   absl::Status HandleReshardArrays(const wire::ReshardArraysRequest& request,
                                    wire::ReshardArraysResponse* response);
   absl::Status HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request);
-  absl::Status HandleCheckValueReady(const wire::CheckValueReadyRequest& request);
+  // Answered through the sink once every worker holding the values says they are
+  // computed; the session goes on with the next request meanwhile.
+  absl::Status CheckValueReadyLater(const wire::CheckValueReadyRequest& request, uint64_t op_id);
   absl::Status HandleDeleteArray(const wire::DeleteArrayRequest& request,
                                  wire::DeleteArrayResponse* response);
   absl::Status HandleDestructArray(const wire::DestructArrayRequest& request);
@@ -137,6 +143,7 @@ class Session {
   Fleet* fleet_;
   std::shared_ptr<HostBufferStore> host_buffers_;
   std::function<bool()> cancelled_;
+  std::shared_ptr<ResponseSink> sink_;
   std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
   std::vector<WorkerConnection*> workers_;  // their workers
   ArrayTable arrays_;

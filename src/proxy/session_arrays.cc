@@ -479,7 +479,8 @@ absl::Status Session::HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest
   return host_buffers_->Store(request.host_buffer_handle(), std::move(host));
 }
 
-absl::Status Session::HandleCheckValueReady(const wire::CheckValueReadyRequest& request) {
+absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& request,
+                                           uint64_t op_id) {
   std::map<WorkerConnection*, std::vector<uint64_t>> by_worker;
   for (uint64_t handle : request.value_handles()) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(handle));
@@ -487,7 +488,40 @@ absl::Status Session::HandleCheckValueReady(const wire::CheckValueReadyRequest& 
       if (shard != nullptr) by_worker[shard->worker()].push_back(shard->id());
     }
   }
-  for (const auto& [worker, ids] : by_worker) SY_RETURN_IF_ERROR(worker->Await(ids));
+  auto answer = [sink = sink_, op_id](const absl::Status& status) {
+    wire::IfrtResponse response;
+    response.mutable_response_metadata()->set_op_id(op_id);
+    if (status.ok()) {
+      response.mutable_check_value_ready_response();
+    } else {
+      *response.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
+    }
+    sink->Write(response);
+  };
+  if (by_worker.empty()) {
+    answer(absl::OkStatus());
+    return absl::OkStatus();
+  }
+  // The last worker to answer (on its stream's reader thread) answers the client.
+  struct Pending {
+    absl::Mutex mutex;
+    size_t left;
+    absl::Status status;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = by_worker.size();
+  for (const auto& [worker, ids] : by_worker) {
+    worker->AwaitThen(ids, [pending, answer](absl::Status status) {
+      absl::Status result;
+      {
+        absl::MutexLock lock(&pending->mutex);
+        if (pending->status.ok()) pending->status = std::move(status);
+        if (--pending->left > 0) return;
+        result = pending->status;
+      }
+      answer(result);
+    });
+  }
   return absl::OkStatus();
 }
 

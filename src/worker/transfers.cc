@@ -1,5 +1,7 @@
 #include "worker/transfers.h"
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
@@ -59,7 +61,9 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
     SY_ASSIGN_OR_RETURN(auto stored, buffers_->GetWhenPresent(
                                          buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
     source.dims = stored->buffer->dims();
-    SY_ASSIGN_OR_RETURN(source.bytes, stored->buffer->ToHost());
+    source.bytes = std::make_shared<pjrt::HostBytes>(stored->buffer->host_size_bytes());
+    SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(),
+                                                             source.bytes->size())));
     return source;
   }
   grpc::ClientContext context;
@@ -70,14 +74,27 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
   request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
   auto reader = Peer(address)->GetBuffer(&context, request);
   GetBufferChunk chunk;
+  size_t filled = 0;
+  absl::Status bad;
   while (reader->Read(&chunk)) {
-    if (chunk.has_header()) {
+    if (chunk.has_header() && source.bytes == nullptr) {
       source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
-      source.bytes.reserve(chunk.header().size_bytes());
+      source.bytes = std::make_shared<pjrt::HostBytes>(chunk.header().size_bytes());
     }
-    source.bytes.append(chunk.data());
+    if (source.bytes == nullptr || filled + chunk.data().size() > source.bytes->size()) {
+      bad = absl::DataLossError("the peer sent more bytes than its header announced");
+      context.TryCancel();
+      break;
+    }
+    std::memcpy(source.bytes->data() + filled, chunk.data().data(), chunk.data().size());
+    filled += chunk.data().size();
   }
   absl::Status status = FromGrpcStatus(reader->Finish());
+  if (status.ok()) status = bad;
+  if (status.ok() && (source.bytes == nullptr || filled != source.bytes->size())) {
+    status = absl::DataLossError(absl::StrCat("the peer sent ", filled, " bytes of ",
+                                              source.bytes ? source.bytes->size() : 0));
+  }
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat("pulling buffer ", buffer_id, " from worker ",
                                                     address, ": ", status.message()));
@@ -99,7 +116,7 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
     SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0).source_address(),
                                              request.pieces(0).source_buffer_id()));
     if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
-    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromHost(source.bytes, dtype, dims, ordinal,
+    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims, ordinal,
                                                              header.memory_kind()));
     return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
   }
@@ -131,7 +148,7 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
       from.limit.push_back(from.start[d] + box_size[d]);
       to.limit.push_back(to.start[d] + box_size[d]);
     }
-    SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(source.bytes, source.dims, {}, element_bytes, from));
+    SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(absl::string_view(source.bytes->data(), source.bytes->size()), source.dims, {}, element_bytes, from));
     SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, &data));
   }
   SY_ASSIGN_OR_RETURN(auto buffer,

@@ -32,7 +32,7 @@ class Transfers {
  private:
   struct Source {
     std::vector<int64_t> dims;
-    std::string bytes;
+    std::shared_ptr<pjrt::HostBytes> bytes;
   };
   absl::Status Build(const AssembleBufferRequest& request);
   absl::StatusOr<Source> Fetch(const std::string& address, uint64_t buffer_id);

@@ -1,6 +1,7 @@
 #include "worker/worker_service.h"
 
 #include <algorithm>
+#include <cstring>
 #include <deque>
 #include <thread>
 
@@ -51,26 +52,31 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
     return absl::InvalidArgumentError(
         absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
   }
-  std::string data;
-  data.reserve(size);  // checked against the dtype and dims above
-  data.append(chunk.data());
-  while (reader->Read(&chunk)) {
-    if (chunk.has_header()) return absl::InvalidArgumentError("a second header in one stream");
-    if (static_cast<int64_t>(data.size() + chunk.data().size()) > size) {
+  // Received straight into memory the plugin may keep using (no copy on CPU).
+  auto data = std::make_shared<pjrt::HostBytes>(size);  // size checked against dtype and dims
+  int64_t filled = 0;
+  bool first = true;
+  do {
+    if (!first && chunk.has_header()) {
+      return absl::InvalidArgumentError("a second header in one stream");
+    }
+    first = false;
+    if (filled + static_cast<int64_t>(chunk.data().size()) > size) {
       return absl::InvalidArgumentError(
           absl::StrCat("buffer ", header.buffer_id(), " sent more than its ", size, " bytes"));
     }
-    data.append(chunk.data());
-  }
-  if (static_cast<int64_t>(data.size()) != size) {
+    std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
+    filled += chunk.data().size();
+  } while (reader->Read(&chunk));
+  if (filled != size) {
     return absl::InvalidArgumentError(absl::StrCat("buffer ", header.buffer_id(),
-                                                   " stream ended after ", data.size(), " of ",
-                                                   size, " bytes"));
+                                                   " stream ended after ", filled, " of ", size,
+                                                   " bytes"));
   }
   std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
   SY_ASSIGN_OR_RETURN(
       auto buffer,
-      client_->BufferFromHost(data, static_cast<pjrt::DType>(header.dtype()), dims, ordinal,
+      client_->BufferFromOwnedHost(std::move(data), static_cast<pjrt::DType>(header.dtype()), dims, ordinal,
                               header.memory_kind()));
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
 }

@@ -115,6 +115,26 @@ TEST_F(ClientTest, ZeroSizeAndScalarBuffers) {
   EXPECT_EQ(scalar_bytes, one);
 }
 
+TEST_F(ClientTest, HandedOverBytesOutliveTheCallAndStayTheBuffers) {
+  // Large enough for an allocation of its own, which the CPU plugin may alias.
+  std::vector<float> values(1 << 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  const std::string expected(reinterpret_cast<const char*>(values.data()),
+                             values.size() * sizeof(float));
+  auto bytes = std::make_shared<HostBytes>(expected.size());
+  std::memcpy(bytes->data(), expected.data(), expected.size());
+  SY_ASSERT_OK_AND_ASSIGN(auto buffer, client_->BufferFromOwnedHost(
+                                           bytes, DType::kF32,
+                                           {static_cast<int64_t>(values.size())}, 0));
+  bytes.reset();  // the buffer keeps what it uses
+  SY_ASSERT_OK_AND_ASSIGN(std::string back, buffer->ToHost());
+  EXPECT_TRUE(back == expected);
+  EXPECT_EQ(client_->BufferFromOwnedHost(std::make_shared<HostBytes>(3), DType::kF32, {4}, 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ClientTest, BadBufferArgumentsAreInvalidArgument) {
   EXPECT_EQ(client_->BufferFromHost("abc", DType::kF32, {4}, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
