@@ -214,3 +214,46 @@ def test_killed_client_frees_everything_on_the_workers(cluster):
             time.sleep(0.2)
     finally:
         client.kill()
+
+
+IDLE_CLIENT = """
+import gc, sys, numpy as np, jax, switchyard
+switchyard.initialize()
+xs = [jax.device_put(np.ones(1000, np.float32), d) for d in jax.devices()[:3]]
+jax.block_until_ready(xs)
+print("READY", flush=True)
+sys.stdin.readline()
+del xs
+gc.collect()
+print("DROPPED", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
+    # Deletions ride with the next operation to a worker; a client that sends none
+    # still gets its dropped arrays freed within a few milliseconds.
+    env = {**os.environ, **cluster.env()}
+    client = subprocess.Popen([sys.executable, "-c", IDLE_CLIENT], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def buffers():
+        total = 0
+        for address in cluster.worker_addresses():
+            with switchyard.WorkerClient(address) as worker:
+                total += worker.stats().buffers
+        return total
+
+    try:
+        assert client.stdout.readline().strip() == "READY"
+        before = buffers()
+        assert before >= 3
+        client.stdin.write("drop\n")
+        client.stdin.flush()
+        assert client.stdout.readline().strip() == "DROPPED"
+        deadline = time.monotonic() + 5
+        while buffers() > before - 3:
+            assert time.monotonic() < deadline, f"{buffers()} buffers, {before} before the drop"
+            time.sleep(0.05)
+    finally:
+        client.kill()
