@@ -1,16 +1,73 @@
 #include "proxy/host_buffer_store.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 
 namespace switchyard::proxy {
+namespace {
 
-absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
+constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
+
+}  // namespace
+
+HostBuffer::HostBuffer(std::string data)
+    : size_(static_cast<int64_t>(data.size())), data_(std::move(data)) {
+  arrived_ = size_;
+  finished_ = true;
+}
+
+HostBuffer::HostBuffer(int64_t size) : size_(size) {
+  // Written in place as chunks arrive; readers only look at what has.
+  data_.resize(size);
+}
+
+absl::Status HostBuffer::Append(absl::string_view bytes) {
   absl::MutexLock lock(&mutex_);
+  if (finished_ || arrived_ + static_cast<int64_t>(bytes.size()) > size_) {
+    return absl::DataLossError("host buffer larger than its declared buffer_size");
+  }
+  std::memcpy(data_.data() + arrived_, bytes.data(), bytes.size());
+  arrived_ += bytes.size();
+  return absl::OkStatus();
+}
+
+void HostBuffer::Finish(absl::Status status) {
+  absl::MutexLock lock(&mutex_);
+  if (finished_) return;
+  finished_ = true;
+  if (status.ok() && arrived_ != size_) {
+    status = absl::DataLossError(absl::StrCat("host buffer upload ended after ", arrived_, " of ",
+                                              size_, " bytes"));
+  }
+  status_ = std::move(status);
+}
+
+absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time deadline,
+                                                      const CancelledFn& cancelled) const {
+  bytes = std::min(bytes, size_);
+  absl::MutexLock lock(&mutex_);
+  auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return arrived_ >= bytes || finished_;
+  };
+  while (true) {
+    if (!status_.ok()) return status_;
+    if (arrived_ >= bytes) return absl::string_view(data_.data(), bytes);
+    if (finished_) return absl::DataLossError("host buffer upload ended early");
+    if (cancelled && cancelled()) return absl::CancelledError("the client went away");
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::NotFoundError(absl::StrCat("host buffer upload stalled at ", arrived_, " of ",
+                                              size_, " bytes"));
+    }
+    mutex_.AwaitWithTimeout(absl::Condition(&ready), std::min(left, kCancelPoll));
+  }
+}
+
+absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
   if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
-  auto buffer = std::make_shared<const std::string>(std::move(data));
   const int64_t size = buffer->size();
   if (!buffers_.emplace(handle, std::move(buffer)).second) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
@@ -19,8 +76,21 @@ absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const std::string>> HostBufferStore::Lookup(
-    uint64_t handle, absl::Duration timeout, const std::function<bool()>& cancelled) {
+absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
+  absl::MutexLock lock(&mutex_);
+  return Add(handle, std::make_shared<HostBuffer>(std::move(data)));
+}
+
+absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {
+  auto buffer = std::make_shared<HostBuffer>(size);
+  absl::MutexLock lock(&mutex_);
+  absl::Status added = Add(handle, buffer);
+  if (!added.ok()) return added;
+  return buffer;
+}
+
+absl::StatusOr<std::shared_ptr<const HostBuffer>> HostBufferStore::Lookup(
+    uint64_t handle, absl::Duration timeout, const CancelledFn& cancelled) {
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mutex_);
   auto arrived = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
@@ -36,7 +106,7 @@ absl::StatusOr<std::shared_ptr<const std::string>> HostBufferStore::Lookup(
     if (left <= absl::ZeroDuration()) {
       return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
     }
-    mutex_.AwaitWithTimeout(absl::Condition(&arrived), std::min(left, absl::Milliseconds(100)));
+    mutex_.AwaitWithTimeout(absl::Condition(&arrived), std::min(left, kCancelPoll));
   }
 }
 
@@ -52,10 +122,15 @@ absl::Status HostBufferStore::Delete(uint64_t handle) {
 }
 
 void HostBufferStore::Shutdown() {
-  absl::MutexLock lock(&mutex_);
-  shutdown_ = true;
-  buffers_.clear();
-  bytes_ = 0;
+  std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers;
+  {
+    absl::MutexLock lock(&mutex_);
+    shutdown_ = true;
+    buffers.swap(buffers_);
+    bytes_ = 0;
+  }
+  // Readers waiting on an upload that will not finish now learn so.
+  for (auto& [handle, buffer] : buffers) buffer->Finish(absl::CancelledError("session ended"));
 }
 
 int64_t HostBufferStore::bytes() const {

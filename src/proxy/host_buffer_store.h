@@ -1,8 +1,9 @@
 #pragma once
 
 // One session's host buffers: bytes the client uploads (for arrays it creates) and
-// bytes we prepare for it to download. Thread-safe: the session stream and the
-// host-buffer RPCs run on different threads.
+// bytes we prepare for it to download. An upload is usable while it arrives, so the
+// proxy can forward it to a worker without waiting for the last byte. Thread-safe:
+// the session stream and the host-buffer RPCs run on different threads.
 
 #include <cstdint>
 #include <functional>
@@ -11,20 +12,61 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
 namespace switchyard::proxy {
 
+// Says whether the reader's client has gone; waits check it every 100 ms.
+using CancelledFn = std::function<bool()>;
+
+class HostBuffer {
+ public:
+  // Complete at once.
+  explicit HostBuffer(std::string data);
+  // Arriving: `size` bytes are appended in order, then `Finish`.
+  explicit HostBuffer(int64_t size);
+
+  int64_t size() const { return size_; }
+  // DATA_LOSS past the declared size.
+  absl::Status Append(absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Ends the upload; a short one or `status` fails every reader.
+  void Finish(absl::Status status = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND
+  // past `deadline`, CANCELLED if `cancelled()`, the upload's error if it failed.
+  absl::StatusOr<absl::string_view> WaitFor(int64_t bytes, absl::Time deadline,
+                                            const CancelledFn& cancelled = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // All of it.
+  absl::StatusOr<absl::string_view> WaitAll(absl::Time deadline,
+                                            const CancelledFn& cancelled = nullptr) const {
+    return WaitFor(size_, deadline, cancelled);
+  }
+
+ private:
+  const int64_t size_;
+  std::string data_;  // sized up front; only the first `arrived_` bytes are written
+  mutable absl::Mutex mutex_;
+  int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool finished_ ABSL_GUARDED_BY(mutex_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mutex_);
+};
+
 class HostBufferStore {
  public:
-  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`.
+  // A complete buffer. ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after
+  // `Shutdown`.
   absl::Status Store(uint64_t handle, std::string data) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Waits up to `timeout` for the handle to be stored. NOT_FOUND when it does not
-  // arrive in time; CANCELLED if the store shuts down or `cancelled()` turns true
-  // meanwhile (checked every 100 ms).
-  absl::StatusOr<std::shared_ptr<const std::string>> Lookup(
-      uint64_t handle, absl::Duration timeout, const std::function<bool()>& cancelled = nullptr)
+  // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
+  absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Waits up to `timeout` for the handle to appear (complete or still arriving).
+  // NOT_FOUND when it does not; CANCELLED if the store shuts down or `cancelled()`
+  // turns true meanwhile.
+  absl::StatusOr<std::shared_ptr<const HostBuffer>> Lookup(
+      uint64_t handle, absl::Duration timeout, const CancelledFn& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND for an unknown handle.
   absl::Status Delete(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -34,8 +76,11 @@ class HostBufferStore {
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   mutable absl::Mutex mutex_;
-  std::map<uint64_t, std::shared_ptr<const std::string>> buffers_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
   int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mutex_) = false;
 };

@@ -1,5 +1,7 @@
 #include "proxy/ifrt_service.h"
 
+#include <unistd.h>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
@@ -123,21 +125,27 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   if (metadata.buffer_size() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
   }
-  std::string data;
-  data.reserve(metadata.buffer_size());
+  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (metadata.buffer_size() > memory) {
+    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
+        "host buffer of ", metadata.buffer_size(), " bytes; this machine has ", memory)));
+  }
+  // Visible to the session at once: an array made from it goes on to its worker while
+  // the rest arrives.
+  auto buffer = store->Begin(metadata.handle(), metadata.buffer_size());
+  if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  absl::Status received;
   w::GrpcHostBufferStoreRequest chunk;
-  while (reader->Read(&chunk)) {
-    if (static_cast<int64_t>(data.size() + chunk.data().size()) > metadata.buffer_size()) {
-      return ToGrpcStatus(absl::DataLossError("host buffer larger than its declared buffer_size"));
-    }
-    data.append(chunk.data());
+  while (received.ok() && reader->Read(&chunk)) received = (*buffer)->Append(chunk.data());
+  (*buffer)->Finish(received);
+  absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
+  if (!complete.ok()) {
+    (void)store->Delete(metadata.handle());
+    return ToGrpcStatus(absl::Status(complete.code(), absl::StrCat("host buffer ",
+                                                                   metadata.handle(), ": ",
+                                                                   complete.message())));
   }
-  if (static_cast<int64_t>(data.size()) != metadata.buffer_size()) {
-    return ToGrpcStatus(absl::DataLossError(absl::StrCat(
-        "host buffer ", metadata.handle(), " has ", data.size(), " of ", metadata.buffer_size(),
-        " bytes")));
-  }
-  return ToGrpcStatus(store->Store(metadata.handle(), std::move(data)));
+  return grpc::Status::OK;
 }
 
 grpc::Status IfrtService::HostBufferLookup(grpc::ServerContext* context,
@@ -148,9 +156,12 @@ grpc::Status IfrtService::HostBufferLookup(grpc::ServerContext* context,
     return ToGrpcStatus(absl::NotFoundError(
         absl::StrCat("Session id ", request->session_id(), " does not exist")));
   }
-  auto data = store->Lookup(request->handle(), absl::ZeroDuration());
+  auto buffer = store->Lookup(request->handle(), absl::ZeroDuration());
+  if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  auto data = (*buffer)->WaitAll(absl::Now() + absl::Minutes(10),
+                                 [context] { return context->IsCancelled(); });
   if (!data.ok()) return ToGrpcStatus(data.status());
-  const std::string& bytes = **data;
+  const absl::string_view bytes = *data;
   size_t offset = 0;
   w::GrpcHostBufferLookupResponse chunk;
   do {  // at least one message, even for an empty buffer

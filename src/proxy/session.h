@@ -117,8 +117,9 @@ class Session {
   absl::StatusOr<const DeviceEntry*> SessionDevice(int64_t id) const;
   absl::StatusOr<WorkerConnection*> WorkerOf(int64_t device);
   // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
+  // A shard that is the whole dense buffer goes to its worker as the bytes arrive.
   absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,
-                                                      Sharding sharding, const std::string& host,
+                                                      Sharding sharding, const HostBuffer& host,
                                                       const std::vector<int64_t>& byte_strides);
   // Gathers an array's shards into one host array laid out by `byte_strides`.
   absl::StatusOr<std::string> FetchArray(const Array& array,

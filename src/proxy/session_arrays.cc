@@ -25,7 +25,7 @@ std::vector<int64_t> Strides(bool has, const wire::ByteStrides& strides) {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
-    DType dtype, std::vector<int64_t> shape, Sharding sharding, const std::string& host,
+    DType dtype, std::vector<int64_t> shape, Sharding sharding, const HostBuffer& host,
     const std::vector<int64_t>& byte_strides) {
   for (int64_t device : sharding.devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(sharding, shape));
@@ -38,20 +38,28 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];
     const bool whole = byte_strides.empty() && layout.domains[i].shape() == shape;
-    std::string cut;
-    if (!whole) {
-      SY_ASSIGN_OR_RETURN(cut, ExtractShard(host, shape, byte_strides, element_bytes,
-                                            layout.domains[i]));
-    } else if (static_cast<int64_t>(host.size()) != NumElements(shape) * element_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
-                                                     " bytes; the array needs ",
-                                                     NumElements(shape) * element_bytes));
-    }
-    const std::string& data = whole ? host : cut;
     SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
     const uint64_t id = NewWorkerObjectId();
-    SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), data,
-                                 sharding.memory_kind.value_or("")));
+    const std::string memory_kind = sharding.memory_kind.value_or("");
+    if (whole) {
+      if (host.size() != NumElements(shape) * element_bytes) {
+        return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
+                                                       " bytes; the array needs ",
+                                                       NumElements(shape) * element_bytes));
+      }
+      SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, shape, host.size(), memory_kind,
+                                   [&](int64_t bytes) {
+                                     return host.WaitFor(bytes, absl::Now() + kHostBufferWait,
+                                                         cancelled_);
+                                   }));
+    } else {
+      SY_ASSIGN_OR_RETURN(absl::string_view all,
+                          host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
+      SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(all, shape, byte_strides, element_bytes,
+                                                        layout.domains[i]));
+      SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), cut,
+                                   memory_kind));
+    }
     array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device);
   }
   array->sharding = std::move(sharding);
@@ -160,10 +168,19 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       (void)host_buffers_->Delete(buffer.host_buffer_handle());
       const std::vector<int64_t> shard_shape = FromShapeProto(buffer.shape());
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
-      SY_ASSIGN_OR_RETURN(std::string data,
-                          ExtractShard(*host, shard_shape,
-                                       Strides(buffer.has_byte_strides(), buffer.byte_strides()),
-                                       ElementBytes(dtype), whole));
+      SY_ASSIGN_OR_RETURN(absl::string_view all,
+                          host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
+      // Dense bytes go as they are; strided ones are gathered first.
+      const std::vector<int64_t> strides =
+          Strides(buffer.has_byte_strides(), buffer.byte_strides());
+      std::string gathered;
+      absl::string_view data = all;
+      if (!strides.empty() ||
+          static_cast<int64_t>(all.size()) != NumElements(shard_shape) * ElementBytes(dtype)) {
+        SY_ASSIGN_OR_RETURN(gathered, ExtractShard(all, shard_shape, strides, ElementBytes(dtype),
+                                                   whole));
+        data = gathered;
+      }
       for (int64_t index : spec.addressable_shard_indices(b).indices()) {
         if (index < 0 || index >= static_cast<int64_t>(sharding.devices.size())) {
           return absl::InvalidArgumentError(absl::StrCat("shard index ", index, " out of range"));

@@ -41,8 +41,17 @@ uint64_t NewWorkerObjectId() {
 }
 
 absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, const std::string& data,
+                       const std::vector<int64_t>& dims, absl::string_view data,
                        const std::string& memory_kind) {
+  return PutBuffer(worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
+                   [data](int64_t bytes) -> absl::StatusOr<absl::string_view> {
+                     return data.substr(0, bytes);
+                   });
+}
+
+absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
+                       const std::vector<int64_t>& dims, int64_t size,
+                       const std::string& memory_kind, const BytePrefix& prefix) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   PutBufferResponse response;
@@ -53,16 +62,22 @@ absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t dev
   header->set_device_id(device);
   header->set_dtype(dtype);
   header->mutable_dims()->Add(dims.begin(), dims.end());
-  header->set_size_bytes(data.size());
+  header->set_size_bytes(size);
   header->set_memory_kind(memory_kind);
-  size_t offset = 0;
+  int64_t offset = 0;
   do {
-    size_t n = std::min<size_t>(limits::kBufferChunkBytes, data.size() - offset);
-    chunk.set_data(data.data() + offset, n);
+    const int64_t n = std::min<int64_t>(limits::kBufferChunkBytes, size - offset);
+    absl::StatusOr<absl::string_view> arrived = prefix(offset + n);
+    if (!arrived.ok()) {
+      context.TryCancel();  // the worker drops the partial buffer
+      (void)writer->Finish();
+      return arrived.status();
+    }
+    chunk.set_data(arrived->data() + offset, n);
     if (!writer->Write(chunk)) break;  // the status below says why
     chunk.clear_header();
     offset += n;
-  } while (offset < data.size());
+  } while (offset < size);
   writer->WritesDone();
   return Annotate(FromGrpcStatus(writer->Finish()), worker);
 }

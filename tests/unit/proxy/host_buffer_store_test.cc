@@ -11,7 +11,7 @@ TEST(HostBufferStoreTest, StoreLookupDelete) {
   HostBufferStore store;
   ASSERT_TRUE(store.Store(1, "abc").ok());
   EXPECT_EQ(store.Store(1, "x").code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_EQ(**store.Lookup(1, absl::ZeroDuration()), "abc");
+  EXPECT_EQ(*(*store.Lookup(1, absl::ZeroDuration()))->WaitAll(absl::Now()), "abc");
   EXPECT_EQ(store.bytes(), 3);
   EXPECT_TRUE(store.Delete(1).ok());
   EXPECT_EQ(store.Delete(1).code(), absl::StatusCode::kNotFound);
@@ -27,7 +27,46 @@ TEST(HostBufferStoreTest, LookupWaitsForALateUpload) {
   auto data = store.Lookup(9, absl::Seconds(10));
   uploader.join();
   ASSERT_TRUE(data.ok());
-  EXPECT_EQ(**data, "late");
+  EXPECT_EQ(*(*data)->WaitAll(absl::Now()), "late");
+}
+
+TEST(HostBufferStoreTest, AnUploadIsReadableWhileItArrives) {
+  HostBufferStore store;
+  auto upload = store.Begin(3, 6);
+  ASSERT_TRUE(upload.ok());
+  auto seen = store.Lookup(3, absl::ZeroDuration());
+  ASSERT_TRUE(seen.ok());  // visible before its first byte
+  ASSERT_TRUE((*upload)->Append("abc").ok());
+  EXPECT_EQ(*(*seen)->WaitFor(3, absl::Now()), "abc");
+  EXPECT_EQ((*seen)->WaitFor(4, absl::Now()).status().code(), absl::StatusCode::kNotFound);
+  std::thread uploader([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    ASSERT_TRUE((*upload)->Append("def").ok());
+    (*upload)->Finish();
+  });
+  EXPECT_EQ(*(*seen)->WaitAll(absl::Now() + absl::Seconds(10)), "abcdef");
+  uploader.join();
+  EXPECT_EQ((*upload)->Append("g").code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(HostBufferStoreTest, AShortOrFailedUploadFailsItsReaders) {
+  HostBufferStore store;
+  auto upload = store.Begin(4, 10);
+  ASSERT_TRUE(upload.ok());
+  ASSERT_TRUE((*upload)->Append("abc").ok());
+  EXPECT_EQ((*upload)->Append("too long!").code(), absl::StatusCode::kDataLoss);
+  (*upload)->Finish();
+  EXPECT_EQ((*upload)->WaitAll(absl::Now() + absl::Seconds(10)).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(store.Begin(4, 1).status().code(), absl::StatusCode::kAlreadyExists);
+  auto waiting = store.Begin(5, 10);
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    store.Shutdown();
+  });
+  EXPECT_EQ((*waiting)->WaitAll(absl::Now() + absl::Seconds(30)).status().code(),
+            absl::StatusCode::kCancelled);
+  stopper.join();
 }
 
 TEST(HostBufferStoreTest, CancelledAndShutdownEndTheWait) {
