@@ -97,17 +97,33 @@ def best_rate(fn, tries=3):
     return best
 
 
+def cpu_seconds():
+    import resource
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def latency(jax, args):
-    """Round trip of a tiny program on one device: each call waited for, and pipelined."""
+    """Round trip of a tiny program on one device: each call waited for, and pipelined.
+    Also this client's CPU time per synchronous call (see run.py for the servers')."""
     f = jax.jit(lambda v: v + 1)
     x = jax.device_put(np.float32(0), jax.devices()[0])
     f(x).block_until_ready()
+    if args.signal_sync:
+        print("SYNC", flush=True)  # the runner samples the servers' CPU from here
+        sys.stdin.readline()
     samples = []
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
     for _ in range(args.iters):
         t = time.perf_counter()
         x = f(x)
         x.block_until_ready()
         samples.append(time.perf_counter() - t)
+    sync_cpu_us = (cpu_seconds() - cpu0) / args.iters * 1e6
+    sync_wall_us = (time.perf_counter() - t0) / args.iters * 1e6
+    if args.signal_sync:
+        print("SYNC DONE", flush=True)
+        sys.stdin.readline()
     issue = []
     t0 = time.perf_counter()
     for _ in range(args.iters):
@@ -119,7 +135,8 @@ def latency(jax, args):
     us = lambda v: float(v) * 1e6
     return {"sync_p50_us": us(np.percentile(samples, 50)), "sync_p99_us": us(np.percentile(samples, 99)),
             "issue_p50_us": us(np.percentile(issue, 50)), "issue_p99_us": us(np.percentile(issue, 99)),
-            "pipelined_per_call_us": us(total / args.iters)}
+            "pipelined_per_call_us": us(total / args.iters),
+            "sync_client_cpu_us": sync_cpu_us, "sync_wall_us": sync_wall_us}
 
 
 def bandwidth(jax, args):
@@ -226,6 +243,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("system", choices=["local", "proxy"])
     p.add_argument("case", choices=list(CASES))
+    p.add_argument("--signal_sync", action="store_true",
+                   help="latency: pause before and after the synchronous loop (for CPU sampling)")
     p.add_argument("--slices", type=int, default=1)
     p.add_argument("--per_slice", type=int, default=4)
     p.add_argument("--iters", type=int, default=300)

@@ -51,6 +51,40 @@ def multiclient(cluster, clients, k, seconds):
     return done
 
 
+def cpu_of_children(parent_pid):
+    """CPU seconds so far of each child of `parent_pid` (a `switchyard up`), by role."""
+    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent_pid)], capture_output=True,
+                         text=True).stdout
+    tick = os.sysconf("SC_CLK_TCK")
+    cpu = {}
+    for line in out.splitlines():
+        pid, args = line.split(None, 1)
+        role = args.split()[1] if len(args.split()) > 1 else args
+        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        cpu[role] = cpu.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return cpu
+
+
+def latency_with_cpu(cluster, iters):
+    """The latency case, plus the CPU each process spends per synchronous call."""
+    proc = subprocess.Popen([sys.executable, str(HERE / "cases.py"), "proxy", "latency", "--iters",
+                             str(iters), "--signal_sync"], env={**os.environ, **cluster.env()},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "SYNC"
+    before = cpu_of_children(cluster.pid)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "SYNC DONE"
+    after = cpu_of_children(cluster.pid)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    out, _ = proc.communicate(timeout=600)
+    result = json.loads(out.split("RESULT ", 1)[1])
+    result["sync_server_cpu_us"] = {role: (after[role] - before.get(role, 0.0)) / iters * 1e6
+                                    for role in after if role in ("proxy", "worker")}
+    return result
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
@@ -90,7 +124,7 @@ def main():
                 "proxy", "micro", "--slices", workers, "--per_slice", PER_SLICE, "--iters", iters,
                 "--reps", reps, env=c.env())
             if workers == 2:
-                r["switchyard_latency"] = case("proxy", "latency", "--iters", 1000, env=c.env())
+                r["switchyard_latency"] = latency_with_cpu(c, 1000)
                 r["switchyard_bandwidth"] = case("proxy", "bandwidth", "--sizes", *sizes, "--reps",
                                                  reps, env=c.env())
             if workers == 4:
@@ -183,6 +217,13 @@ def render(r):
     for name, v in (("JAX in-process CPU", lat_local), ("Switchyard", lat_sy)):
         lines.append(f"| {name} | {v['sync_p50_us']:.0f} | {v['sync_p99_us']:.0f} | "
                      f"{v['issue_p50_us']:.0f} | {v['issue_p99_us']:.0f} | {v['pipelined_per_call_us']:.0f} |")
+    if "sync_server_cpu_us" in lat_sy:
+        cpu = lat_sy["sync_server_cpu_us"]
+        total = lat_sy["sync_client_cpu_us"] + sum(cpu.values())
+        lines += ["", "Where a synchronous call's time goes (CPU per call, by process, 2 workers):\n",
+                  "| wall | client (jaxlib) | proxy | workers | all CPU |", "|---|---|---|---|---|",
+                  f"| {lat_sy['sync_wall_us']:.0f} | {lat_sy['sync_client_cpu_us']:.0f} | "
+                  f"{cpu.get('proxy', 0):.0f} | {cpu.get('worker', 0):.0f} | {total:.0f} |"]
     lines += ["", "## 4. Transfer bandwidth (MiB/s, best of the repetitions)\n",
               "| size (MiB) | memcpy | raw gRPC up | raw gRPC down | host -> worker | worker -> host | "
               "worker -> worker (other slice) |", "|---|---|---|---|---|---|---|"]

@@ -79,6 +79,11 @@ class LocalCluster:
             self.stop()
             raise RuntimeError(f"switchyard up did not start (said {line!r})")
 
+    @property
+    def pid(self) -> int:
+        """The `switchyard up` process; the rm, workers and proxy are its children."""
+        return self._process.pid
+
     def env(self) -> dict:
         """Environment variables for a JAX client process of this cluster."""
         return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": self.target,
