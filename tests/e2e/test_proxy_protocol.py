@@ -257,3 +257,64 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
             time.sleep(0.05)
     finally:
         client.kill()
+
+
+def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothing(cluster):
+    # The proxy forwards an upload to its worker while it arrives; if the upload then
+    # ends short, the array gets DATA_LOSS and the worker keeps no partial buffer.
+    import queue
+    import threading
+
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
+                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
+                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+    size = 12 << 20
+    chunks = queue.Queue()
+    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=41, buffer_size=size)
+    upload_error = {}
+
+    def upload():
+        try:
+            store(iter(chunks.get, None), metadata=[
+                ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+        except grpc.RpcError as e:
+            upload_error["code"] = e.code()
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
+
+    def buffers():
+        total = 0
+        for address in cluster.worker_addresses():
+            with switchyard.WorkerClient(address) as worker:
+                total += worker.stats().buffers
+        return total
+
+    before = buffers()
+    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    session.send_bytes(s.IfrtRequest(
+        request_metadata=s.RequestMetadata(op_id=7),
+        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
+            sharding=sharding, host_buffer_handle=41, array_handle=41)).SerializeToString())
+    time.sleep(0.3)  # the first chunks are on their way to the worker
+    chunks.put(None)  # ... and the upload ends short
+    response = session.next_response()
+    uploader.join()
+    assert upload_error["code"] == grpc.StatusCode.DATA_LOSS
+    assert response.response_metadata.op_id == 7
+    assert status(response) == grpc.StatusCode.DATA_LOSS.value[0], response
+    # The session goes on, and the worker holds nothing from the failed upload.
+    assert status(session.request(get_default_device_assignment_request=(
+        s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
+    deadline = time.monotonic() + 5
+    while buffers() > before:
+        assert time.monotonic() < deadline, "the partial buffer stayed on the worker"
+        time.sleep(0.05)
+    session.close()
