@@ -15,6 +15,9 @@ ABSL_FLAG(int, cpu_device_count, 0, "CPU plugin only: number of devices (0: plug
 ABSL_FLAG(int, num_nodes, 1,
           "Hosts of this slice forming one multi-host PJRT client (GPU: one NCCL clique); "
           "this host is node --host_index. They meet through the resource manager.");
+ABSL_FLAG(std::string, kv_epoch, "0",
+          "With --num_nodes > 1: names this start of the slice (e.g. the job's restart count); "
+          "restarting a slice under the same resource manager needs a new one");
 ABSL_FLAG(std::string, advertise_host, "",
           "Host name other processes use to reach this worker (default: --listen_host)");
 ABSL_FLAG(int, register_timeout_s, 0,
@@ -50,6 +53,7 @@ int RunWorker() {
   }
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
+  options.kv_epoch = absl::GetFlag(FLAGS_kv_epoch);
   options.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout_s));
 
   auto server = worker::WorkerServer::Start(options);

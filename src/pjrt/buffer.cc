@@ -62,7 +62,11 @@ void Buffer::OnReady(std::function<void(absl::Status)> done) const {
     done(status);
     return;
   }
-  Event::Then(api, ready->event, std::move(done));
+  auto callback = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+  PJRT_Event* unregistered =
+      Event::Then(api, ready->event, [callback](absl::Status status) { (*callback)(status); });
+  if (unregistered != nullptr) (*callback)(Event(api, unregistered).Await());  // wait here
+
 }
 
 absl::StatusOr<std::string> Buffer::ToHost() const {

@@ -176,7 +176,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(std::shared_
   PJRT_Event* done_with_data = nullptr;
   auto buffer = StartBufferFromHost(data->span(), dtype, dims, ordinal, memory_kind,
                                     /*zero_copy=*/true, &done_with_data);
-  Event::Then(api(), done_with_data, [data](absl::Status) {});  // the last user frees it
+  // The last user frees the bytes. A plugin that cannot say when it is done with them
+  // (no OnReady) keeps them: waiting here would wait for the buffer's end.
+  PJRT_Event* unregistered = Event::Then(api(), done_with_data, [data](absl::Status) {});
+  if (unregistered != nullptr) new std::shared_ptr<const HostBytes>(data);  // kept for good
   return buffer;
 }
 

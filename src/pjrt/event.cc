@@ -35,23 +35,20 @@ void OnEventReady(PJRT_Error* error, void* user_arg) {
 
 }  // namespace
 
-void Event::Then(const PJRT_Api* api, PJRT_Event* event, std::function<void(absl::Status)> done) {
+PJRT_Event* Event::Then(const PJRT_Api* api, PJRT_Event* event,
+                        std::function<void(absl::Status)> done) {
   if (event == nullptr) {
     done(absl::OkStatus());
-    return;
+    return nullptr;
   }
   auto* continuation = new Continuation{api, event, std::move(done)};
   Args<PJRT_Event_OnReady_Args> args;
   args->event = event;
   args->callback = &OnEventReady;
   args->user_arg = continuation;
-  absl::Status status = SY_PJRT_CALL(api, Event_OnReady, args.get());
-  if (!status.ok()) {
-    // Not registered: wait here instead.
-    absl::Status result = Event(api, event).Await();
-    continuation->done(result.ok() ? status : result);
-    delete continuation;
-  }
+  if (SY_PJRT_CALL(api, Event_OnReady, args.get()).ok()) return nullptr;
+  delete continuation;
+  return event;
 }
 
 }  // namespace switchyard::pjrt

@@ -24,9 +24,11 @@ class Event {
   absl::Status Await();
 
   // Takes `event` (nullptr: already done) and runs `done` with its status once it is
-  // ready: on a plugin thread, or before returning. Then destroys it.
-  static void Then(const PJRT_Api* api, PJRT_Event* event,
-                   std::function<void(absl::Status)> done);
+  // ready: on a plugin thread, or before returning; then destroys it. If the plugin
+  // cannot call back, nothing runs and the event is handed back (otherwise nullptr):
+  // the caller decides whether waiting for it here is safe.
+  [[nodiscard]] static PJRT_Event* Then(const PJRT_Api* api, PJRT_Event* event,
+                                        std::function<void(absl::Status)> done);
 
  private:
   const PJRT_Api* api_;

@@ -1,5 +1,7 @@
 #include "proxy/fleet.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
@@ -73,6 +75,20 @@ void WorkerConnection::SendDeletes() {
 
 void WorkerConnection::Send(DispatchRequest op, Done done) {
   absl::MutexLock write_lock(&write_mutex_);
+  SendLocked(std::move(op), std::move(done));
+}
+
+void WorkerConnection::SendTogether(
+    std::vector<std::pair<WorkerConnection*, DispatchRequest>> ops) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Write locks taken in address order, so two such steps never wait on each other.
+  std::sort(ops.begin(), ops.end(),
+            [](const auto& a, const auto& b) { return a.first->address_ < b.first->address_; });
+  for (auto& [worker, op] : ops) worker->write_mutex_.Lock();
+  for (auto& [worker, op] : ops) worker->SendLocked(std::move(op), nullptr);
+  for (auto it = ops.rbegin(); it != ops.rend(); ++it) it->first->write_mutex_.Unlock();
+}
+
+void WorkerConnection::SendLocked(DispatchRequest op, Done done) {
   WriteDeletesLocked();
   if (stream_ == nullptr) OpenLocked();
   const uint64_t seq = next_seq_++;
@@ -176,6 +192,10 @@ Fleet::Fleet(std::string rm_address)
       for (WorkerConnection* connection : connections) connection->SendDeletes();
     }
   });
+}
+
+int32_t Fleet::NextLaunchId() {
+  return static_cast<int32_t>(launches_.fetch_add(1) % 0x7fffffffu) + 1;
 }
 
 Fleet::~Fleet() {

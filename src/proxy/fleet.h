@@ -4,6 +4,7 @@
 // and one connection per worker. Built from the resource manager's `GetFleet`.
 // Thread-safe. The proxy never includes worker internals: only worker.proto.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -39,6 +40,11 @@ class WorkerConnection {
   // carried it out, with its status; otherwise only a failure is logged.
   void Send(DispatchRequest op, Done done = nullptr)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // Sends one operation to each of several workers as one step: no other operation to
+  // any of them goes in between. A launch spanning hosts must reach every host in the
+  // same order relative to everything else sent to them, or its collectives could wait
+  // on an operation queued behind another host's part of it.
+  static void SendTogether(std::vector<std::pair<WorkerConnection*, DispatchRequest>> ops);
   // Deletes a buffer on the worker, after every operation sent before this call.
   // Never blocks (destructors call it, also on the reader thread): the deletion goes
   // out with the next operation, batched with any others.
@@ -55,6 +61,8 @@ class WorkerConnection {
   void Flush() { (void)Await({}); }
 
  private:
+  void SendLocked(DispatchRequest op, Done done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // (Re)opens the stream.
   void OpenLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   void WriteDeletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -102,10 +110,9 @@ class Fleet {
   // The connection to a worker, created on first use; lives as long as the fleet.
   WorkerConnection* Connection(const std::string& address) ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // Held while sending the parts of a launch that spans workers, so that every worker
-  // gets such launches (of all sessions) in the same order: their collectives would
-  // otherwise wait on each other across hosts.
-  absl::Mutex& multi_worker_launch_mutex() { return multi_worker_launch_mutex_; }
+  // A fresh id (never 0) for a launch spanning workers: its parts on every worker carry
+  // it, and no two such launches in this proxy share one.
+  int32_t NextLaunchId();
 
  private:
   const std::string rm_address_;
@@ -113,7 +120,7 @@ class Fleet {
   mutable absl::Mutex mutex_;
   std::map<int64_t, DeviceEntry> devices_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::unique_ptr<WorkerConnection>> connections_ ABSL_GUARDED_BY(mutex_);
-  absl::Mutex multi_worker_launch_mutex_;
+  std::atomic<uint32_t> launches_{0};
   // Sends the deletions no operation has carried along yet (kDeleteFlushPeriodMs):
   // a request that drops arrays then costs no write to a worker.
   absl::Notification stop_;

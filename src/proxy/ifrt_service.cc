@@ -81,10 +81,9 @@ grpc::Status IfrtService::IfrtSession(
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
   {
-    // Answers that come later are written from other threads; none after we return.
+    // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
         [stream](const w::IfrtResponse& response) { return stream->Write(response); });
-    absl::Cleanup close = [&] { sink->Close(); };
     Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); },
                     sink);
     w::IfrtRequest request;
@@ -94,6 +93,10 @@ grpc::Status IfrtService::IfrtSession(
       std::optional<w::IfrtResponse> response = session.Process(request);
       if (response.has_value() && !sink->Write(*response)) break;
     }
+    // The client is done: answers still on their way are dropped, so that a worker's
+    // reader thread never blocks writing to a stream nobody reads while the session
+    // below waits for that worker.
+    sink->Close();
     SY_LOG(Info) << "session " << session_id << " ended after " << requests
                  << " requests; freeing " << session.arrays() << " arrays";
   }

@@ -44,7 +44,6 @@ struct Executable {
   std::vector<switchyard::xla::OpSharding> parameter_shardings;
   std::vector<int> donated_parameters;
   bool shardings_known = false;
-  int32_t last_launch_id = 0;  // multi-worker programs: names each launch on every worker
 
   ~Executable();
 };

@@ -281,19 +281,17 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     return args[arg]->shards[it - list.begin()]->id();
   };
   // One launch per worker, each with its devices' arguments and fresh output ids;
-  // the outputs' shards are in the executable's device order.
-  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
-      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
+  // the outputs' shards are in the executable's device order. Everything is checked
+  // before the first output id is taken.
   std::vector<DispatchRequest> launches(executable->parts.size());
+  std::vector<std::vector<size_t>> positions(executable->parts.size());
   const bool multi_worker = executable->parts.size() > 1;
-  if (multi_worker) {
-    executable->last_launch_id = executable->last_launch_id % 0x7ffffffe + 1;  // never 0
-  }
+  const int32_t launch_id = multi_worker ? fleet_->NextLaunchId() : 0;
   for (size_t p = 0; p < executable->parts.size(); ++p) {
     const ExecutablePart& part = executable->parts[p];
     ExecuteRequest* launch = launches[p].mutable_execute();
     launch->set_executable_id(part.worker_id);
-    if (multi_worker) launch->set_launch_id(executable->last_launch_id);
+    launch->set_launch_id(launch_id);
     for (int64_t device : part.devices) {
       BufferIdList* arguments = launch->add_arguments();
       for (size_t i = 0; i < args.size(); ++i) {
@@ -307,6 +305,17 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
                                                 " runs the program on device ", device,
                                                 ", which its device assignment does not name"));
       }
+      positions[p].push_back(index);
+    }
+  }
+  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
+      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
+  for (size_t p = 0; p < executable->parts.size(); ++p) {
+    const ExecutablePart& part = executable->parts[p];
+    ExecuteRequest* launch = launches[p].mutable_execute();
+    for (size_t d = 0; d < part.devices.size(); ++d) {
+      const int64_t device = part.devices[d];
+      const size_t index = positions[p][d];
       BufferIdList* ids = launch->add_outputs();
       for (size_t o = 0; o < outputs; ++o) {
         const uint64_t id = NewWorkerObjectId();
@@ -319,10 +328,11 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // and whoever reads them gets it. Deleting the arguments or the executable later
   // goes on the same streams, so after this launch.
   if (multi_worker) {
-    absl::MutexLock order(&fleet_->multi_worker_launch_mutex());
+    std::vector<std::pair<WorkerConnection*, DispatchRequest>> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
-      executable->parts[p].worker->Send(std::move(launches[p]));
+      parts.emplace_back(executable->parts[p].worker, std::move(launches[p]));
     }
+    WorkerConnection::SendTogether(std::move(parts));
   } else {
     executable->parts[0].worker->Send(std::move(launches[0]));
   }

@@ -12,8 +12,9 @@ constexpr absl::Duration kCallSlack = absl::Seconds(5);
 
 }  // namespace
 
-RmKeyValueStore::RmKeyValueStore(const std::string& rm_address, int slice_index)
-    : prefix_(absl::StrCat("slice/", slice_index, "/")),
+RmKeyValueStore::RmKeyValueStore(const std::string& rm_address, int slice_index,
+                                 const std::string& epoch)
+    : prefix_(absl::StrCat("slice/", slice_index, "/", epoch, "/")),
       stub_(ResourceManager::NewStub(CreateChannel(rm_address))) {}
 
 absl::StatusOr<std::string> RmKeyValueStore::GetWithTimeout(std::string_view key,

@@ -2,7 +2,8 @@
 
 // The resource manager's key-value store as seen by this worker's PJRT plugin:
 // what a multi-host client (the hosts of one slice) uses to find its peers.
-// Keys are namespaced per slice so that slices never see each other's.
+// Keys are namespaced per slice and epoch (one start of the slice) so that slices, and
+// runs of one slice, never see each other's.
 
 #include <memory>
 #include <string>
@@ -14,7 +15,7 @@ namespace switchyard::worker {
 
 class RmKeyValueStore final : public pjrt::KeyValueStore {
  public:
-  RmKeyValueStore(const std::string& rm_address, int slice_index);
+  RmKeyValueStore(const std::string& rm_address, int slice_index, const std::string& epoch);
 
   absl::StatusOr<std::string> Get(std::string_view key, absl::Duration timeout) override;
   absl::StatusOr<std::string> TryGet(std::string_view key) override;

@@ -64,7 +64,7 @@ class WorkerServerImpl final : public WorkerServer {
       client_options.push_back({"num_nodes", int64_t{options.num_nodes}});
       client_options.push_back({"node_id", int64_t{options.host_index}});
       kv_store_ = std::make_unique<RmKeyValueStore>(options.resource_manager_address,
-                                                    options.slice_index);
+                                                    options.slice_index, options.kv_epoch);
       SY_LOG(Info) << "creating node " << options.host_index << " of a " << options.num_nodes
                    << "-host client; waiting for the other hosts of slice "
                    << options.slice_index;

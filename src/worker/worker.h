@@ -26,6 +26,10 @@ struct WorkerOptions {
   // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find
   // each other through the RM's key-value store. Creating the client waits for all.
   int num_nodes = 1;
+  // Names this start of a multi-host slice in the RM's key-value store (e.g. a job's
+  // restart count). Keys outlive a run; a slice restarted under the same RM needs a new
+  // epoch, or its hosts could read the previous run's bootstrap values.
+  std::string kv_epoch = "0";
   int metrics_port = -1;     // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.

@@ -28,19 +28,21 @@ class RmKeyValueStoreTest : public ::testing::Test {
 };
 
 TEST_F(RmKeyValueStoreTest, HostsOfOneSliceShareKeysAndSlicesDoNot) {
-  RmKeyValueStore node0(address_, /*slice_index=*/3);
-  RmKeyValueStore node1(address_, /*slice_index=*/3);
-  RmKeyValueStore other_slice(address_, /*slice_index=*/4);
+  RmKeyValueStore node0(address_, /*slice_index=*/3, "run1");
+  RmKeyValueStore node1(address_, /*slice_index=*/3, "run1");
+  RmKeyValueStore other_slice(address_, /*slice_index=*/4, "run1");
+  RmKeyValueStore next_run(address_, /*slice_index=*/3, "run2");
   ASSERT_TRUE(node0.Put("local_topology/0", std::string("\x00\x01", 2)).ok());
   auto got = node1.Get("local_topology/0", absl::Seconds(1));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, std::string("\x00\x01", 2));
   EXPECT_EQ(other_slice.TryGet("local_topology/0").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(next_run.TryGet("local_topology/0").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(RmKeyValueStoreTest, GetWaitsForAPeersPutAndTimesOut) {
-  RmKeyValueStore node0(address_, 0);
-  RmKeyValueStore node1(address_, 0);
+  RmKeyValueStore node0(address_, 0, "0");
+  RmKeyValueStore node1(address_, 0, "0");
   std::thread later([&] {
     absl::SleepFor(absl::Milliseconds(200));
     ASSERT_TRUE(node1.Put("nccl_unique_id", "id").ok());
@@ -55,7 +57,7 @@ TEST_F(RmKeyValueStoreTest, GetWaitsForAPeersPutAndTimesOut) {
 }
 
 TEST_F(RmKeyValueStoreTest, PutOverwritesForARestartedHost) {
-  RmKeyValueStore node(address_, 0);
+  RmKeyValueStore node(address_, 0, "0");
   ASSERT_TRUE(node.Put("local_topology/1", "old").ok());
   ASSERT_TRUE(node.Put("local_topology/1", "new").ok());
   EXPECT_EQ(*node.TryGet("local_topology/1"), "new");
