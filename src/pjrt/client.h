@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "pjrt/dtype.h"
-#include "pjrt/host_bytes.h"
+#include "common/host_bytes.h"
 #include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 

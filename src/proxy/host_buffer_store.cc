@@ -14,22 +14,20 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
 }  // namespace
 
 HostBuffer::HostBuffer(std::string data)
-    : size_(static_cast<int64_t>(data.size())), data_(std::move(data)) {
+    : size_(static_cast<int64_t>(data.size())), complete_(std::move(data)), data_(complete_.data()) {
   arrived_ = size_;
   finished_ = true;
 }
 
-HostBuffer::HostBuffer(int64_t size) : size_(size) {
-  // Written in place as chunks arrive; readers only look at what has.
-  data_.resize(size);
-}
+HostBuffer::HostBuffer(int64_t size)
+    : size_(size), arriving_(std::make_unique<HostBytes>(size)), data_(arriving_->data()) {}
 
 absl::Status HostBuffer::Append(absl::string_view bytes) {
   absl::MutexLock lock(&mutex_);
   if (finished_ || arrived_ + static_cast<int64_t>(bytes.size()) > size_) {
     return absl::DataLossError("host buffer larger than its declared buffer_size");
   }
-  std::memcpy(data_.data() + arrived_, bytes.data(), bytes.size());
+  std::memcpy(data_ + arrived_, bytes.data(), bytes.size());
   arrived_ += bytes.size();
   return absl::OkStatus();
 }
@@ -54,7 +52,7 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
   };
   while (true) {
     if (!status_.ok()) return status_;
-    if (arrived_ >= bytes) return absl::string_view(data_.data(), bytes);
+    if (arrived_ >= bytes) return absl::string_view(data_, bytes);
     if (finished_) return absl::DataLossError("host buffer upload ended early");
     if (cancelled && cancelled()) return absl::CancelledError("the client went away");
     const absl::Duration left = deadline - absl::Now();

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/host_bytes.h"
 
 namespace switchyard::proxy {
 
@@ -47,7 +48,9 @@ class HostBuffer {
 
  private:
   const int64_t size_;
-  std::string data_;  // sized up front; only the first `arrived_` bytes are written
+  std::string complete_;               // a buffer complete at once
+  std::unique_ptr<HostBytes> arriving_;  // an upload, written in place as it arrives
+  char* data_;  // into one of them; only the first `arrived_` bytes are written
   mutable absl::Mutex mutex_;
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;

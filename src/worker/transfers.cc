@@ -61,7 +61,7 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
     SY_ASSIGN_OR_RETURN(auto stored, buffers_->GetWhenPresent(
                                          buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
     source.dims = stored->buffer->dims();
-    source.bytes = std::make_shared<pjrt::HostBytes>(stored->buffer->host_size_bytes());
+    source.bytes = std::make_shared<HostBytes>(stored->buffer->host_size_bytes());
     SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(),
                                                              source.bytes->size())));
     return source;
@@ -79,7 +79,7 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
   while (reader->Read(&chunk)) {
     if (chunk.has_header() && source.bytes == nullptr) {
       source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
-      source.bytes = std::make_shared<pjrt::HostBytes>(chunk.header().size_bytes());
+      source.bytes = std::make_shared<HostBytes>(chunk.header().size_bytes());
     }
     if (source.bytes == nullptr || filled + chunk.data().size() > source.bytes->size()) {
       bad = absl::DataLossError("the peer sent more bytes than its header announced");

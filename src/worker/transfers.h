@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/host_bytes.h"
 #include "pjrt/client.h"
 #include "switchyard/worker.grpc.pb.h"
 #include "worker/buffer_store.h"
@@ -32,7 +33,7 @@ class Transfers {
  private:
   struct Source {
     std::vector<int64_t> dims;
-    std::shared_ptr<pjrt::HostBytes> bytes;
+    std::shared_ptr<HostBytes> bytes;
   };
   absl::Status Build(const AssembleBufferRequest& request);
   absl::StatusOr<Source> Fetch(const std::string& address, uint64_t buffer_id);

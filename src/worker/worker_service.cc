@@ -53,7 +53,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
         absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
   }
   // Received straight into memory the plugin may keep using (no copy on CPU).
-  auto data = std::make_shared<pjrt::HostBytes>(size);  // size checked against dtype and dims
+  auto data = std::make_shared<HostBytes>(size);  // size checked against dtype and dims
   int64_t filled = 0;
   bool first = true;
   do {
