@@ -121,16 +121,18 @@ absl::StatusOr<std::string> ExtractShard(absl::string_view host,
 
 absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& byte_strides, int64_t element_bytes,
-                         const IndexDomain& domain, std::string* host) {
+                         const IndexDomain& domain, absl::Span<char> host) {
   if (static_cast<int64_t>(shard.size()) != NumElements(domain.shape()) * element_bytes) {
     return absl::InternalError("shard size does not match its domain");
   }
   absl::StatusOr<int64_t> region = HostRegionBytes(shape, byte_strides, element_bytes);
   if (!region.ok()) return region.status();
-  if (static_cast<int64_t>(host->size()) != *region) host->resize(*region);
+  if (static_cast<int64_t>(host.size()) != *region) {
+    return absl::InternalError("host array size does not match its shape and strides");
+  }
   return ForEachRun(shape, byte_strides, element_bytes, domain,
                     [&](int64_t host_offset, int64_t shard_offset, int64_t bytes) {
-                      std::memcpy(host->data() + host_offset, shard.data() + shard_offset, bytes);
+                      std::memcpy(host.data() + host_offset, shard.data() + shard_offset, bytes);
                     });
 }
 

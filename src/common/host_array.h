@@ -38,9 +38,10 @@ absl::StatusOr<std::string> ExtractShard(absl::string_view host,
                                          const std::vector<int64_t>& byte_strides,
                                          int64_t element_bytes, const IndexDomain& domain);
 
-// Copies a dense row-major shard into `domain` of the host array.
+// Copies a dense row-major shard into `domain` of the host array, whose region
+// (`HostRegionBytes`) `host` must span.
 absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& byte_strides, int64_t element_bytes,
-                         const IndexDomain& domain, std::string* host);
+                         const IndexDomain& domain, absl::Span<char> host);
 
 }  // namespace switchyard

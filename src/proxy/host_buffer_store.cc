@@ -19,8 +19,14 @@ HostBuffer::HostBuffer(std::string data)
   finished_ = true;
 }
 
+HostBuffer::HostBuffer(std::unique_ptr<HostBytes> data)
+    : size_(static_cast<int64_t>(data->size())), bytes_(std::move(data)), data_(bytes_->data()) {
+  arrived_ = size_;
+  finished_ = true;
+}
+
 HostBuffer::HostBuffer(int64_t size)
-    : size_(size), arriving_(std::make_unique<HostBytes>(size)), data_(arriving_->data()) {}
+    : size_(size), bytes_(std::make_unique<HostBytes>(size)), data_(bytes_->data()) {}
 
 absl::Status HostBuffer::Append(absl::string_view bytes) {
   absl::MutexLock lock(&mutex_);
@@ -75,6 +81,11 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
 }
 
 absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
+  absl::MutexLock lock(&mutex_);
+  return Add(handle, std::make_shared<HostBuffer>(std::move(data)));
+}
+
+absl::Status HostBufferStore::Store(uint64_t handle, std::unique_ptr<HostBytes> data) {
   absl::MutexLock lock(&mutex_);
   return Add(handle, std::make_shared<HostBuffer>(std::move(data)));
 }

@@ -26,6 +26,7 @@ class HostBuffer {
  public:
   // Complete at once.
   explicit HostBuffer(std::string data);
+  explicit HostBuffer(std::unique_ptr<HostBytes> data);
   // Arriving: `size` bytes are appended in order, then `Finish`.
   explicit HostBuffer(int64_t size);
 
@@ -49,7 +50,8 @@ class HostBuffer {
  private:
   const int64_t size_;
   std::string complete_;               // a buffer complete at once
-  std::unique_ptr<HostBytes> arriving_;  // an upload, written in place as it arrives
+  std::unique_ptr<HostBytes> bytes_;     // an upload, written in place as it arrives,
+                                         // or bulk bytes complete at once
   char* data_;  // into one of them; only the first `arrived_` bytes are written
   mutable absl::Mutex mutex_;
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
@@ -62,6 +64,7 @@ class HostBufferStore {
   // A complete buffer. ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after
   // `Shutdown`.
   absl::Status Store(uint64_t handle, std::string data) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Store(uint64_t handle, std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
       ABSL_LOCKS_EXCLUDED(mutex_);

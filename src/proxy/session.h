@@ -121,7 +121,7 @@ class Session {
                                                       Sharding sharding, const HostBuffer& host,
                                                       const std::vector<int64_t>& byte_strides);
   // Gathers an array's shards into one host array laid out by `byte_strides`.
-  absl::StatusOr<std::string> FetchArray(const Array& array,
+  absl::StatusOr<std::unique_ptr<HostBytes>> FetchArray(const Array& array,
                                          const std::vector<int64_t>& byte_strides);
   // Copies one shard to another device or memory, worker to worker; shares it when
   // it is already there.

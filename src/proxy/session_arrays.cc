@@ -1,6 +1,7 @@
 // Session handlers for arrays: creation from host buffers, assembly and
 // disassembly, copies, fetches, readiness and deletion.
 
+#include <cstring>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -66,24 +67,34 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
   return array;
 }
 
-absl::StatusOr<std::string> Session::FetchArray(const Array& array,
-                                                const std::vector<int64_t>& byte_strides) {
+absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
+    const Array& array, const std::vector<int64_t>& byte_strides) {
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
   const int64_t element_bytes = ElementBytes(array.dtype);
   SY_ASSIGN_OR_RETURN(int64_t region, HostRegionBytes(array.shape, byte_strides, element_bytes));
-  std::string host(region, '\0');
+  std::unique_ptr<HostBytes> host;
   std::vector<IndexDomain> done;  // replicated shards are fetched once
   for (size_t i = 0; i < array.shards.size(); ++i) {
     if (!layout.holds[i] || array.shards[i] == nullptr) continue;
     if (std::find(done.begin(), done.end(), layout.domains[i]) != done.end()) continue;
     const RemoteBuffer& shard = *array.shards[i];
-    SY_ASSIGN_OR_RETURN(std::string data, GetBuffer(shard.worker(), shard.id()));
-    if (byte_strides.empty() && layout.domains[i].shape() == array.shape) {
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, GetBuffer(shard.worker(), shard.id()));
+    if (byte_strides.empty() && layout.domains[i].shape() == array.shape &&
+        static_cast<int64_t>(data->size()) == region) {
       return data;  // one shard holds it all, already dense
     }
-    SY_RETURN_IF_ERROR(InsertShard(data, array.shape, byte_strides, element_bytes,
-                                   layout.domains[i], &host));
+    if (host == nullptr) {
+      host = std::make_unique<HostBytes>(region);
+      std::memset(host->data(), 0, region);  // gaps between strided rows stay zero
+    }
+    SY_RETURN_IF_ERROR(InsertShard(absl::string_view(data->data(), data->size()), array.shape,
+                                   byte_strides, element_bytes, layout.domains[i],
+                                   absl::MakeSpan(host->data(), region)));
     done.push_back(layout.domains[i]);
+  }
+  if (host == nullptr) {
+    host = std::make_unique<HostBytes>(region);
+    std::memset(host->data(), 0, region);
   }
   return host;
 }
@@ -491,7 +502,7 @@ absl::Status Session::HandleReshardArrays(const wire::ReshardArraysRequest& requ
 
 absl::Status Session::HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request) {
   SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handle()));
-  SY_ASSIGN_OR_RETURN(std::string host,
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> host,
                       FetchArray(*array, Strides(request.has_byte_strides(), request.byte_strides())));
   return host_buffers_->Store(request.host_buffer_handle(), std::move(host));
 }

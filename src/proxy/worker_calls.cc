@@ -1,5 +1,7 @@
 #include "proxy/worker_calls.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <atomic>
 
@@ -82,7 +84,8 @@ absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t dev
   return Annotate(FromGrpcStatus(writer->Finish()), worker);
 }
 
-absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_id) {
+absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
+                                                      uint64_t buffer_id) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   GetBufferRequest request;
@@ -90,13 +93,29 @@ absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_
   request.set_wait_ms(limits::kBufferWaitMs);  // its launch may still be queued
   auto reader = worker->stub()->GetBuffer(&context, request);
   GetBufferChunk chunk;
-  std::string data;
+  std::unique_ptr<HostBytes> data;
+  size_t filled = 0;
+  absl::Status bad;
   while (reader->Read(&chunk)) {
-    if (chunk.has_header()) data.reserve(chunk.header().size_bytes());
-    data.append(chunk.data());
+    if (chunk.has_header() && data == nullptr) {
+      data = std::make_unique<HostBytes>(chunk.header().size_bytes());
+    }
+    if (data == nullptr || filled + chunk.data().size() > data->size()) {
+      bad = absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent buffer ",
+                                             buffer_id, " with more bytes than its header says"));
+      context.TryCancel();
+      break;
+    }
+    std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
+    filled += chunk.data().size();
   }
   absl::Status status = Annotate(FromGrpcStatus(reader->Finish()), worker);
+  if (status.ok()) status = bad;
   if (!status.ok()) return status;
+  if (data == nullptr || filled != data->size()) {
+    return absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent ", filled,
+                                            " bytes of buffer ", buffer_id));
+  }
   return data;
 }
 

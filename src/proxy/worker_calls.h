@@ -6,11 +6,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/host_bytes.h"
 #include "proxy/fleet.h"
 #include "switchyard/worker.pb.h"
 
@@ -29,7 +31,8 @@ using BytePrefix = std::function<absl::StatusOr<absl::string_view>(int64_t bytes
 absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
                        const std::vector<int64_t>& dims, int64_t size,
                        const std::string& memory_kind, const BytePrefix& prefix);
-absl::StatusOr<std::string> GetBuffer(WorkerConnection* worker, uint64_t buffer_id);
+absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
+                                                      uint64_t buffer_id);
 absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request);
 
 }  // namespace switchyard::proxy

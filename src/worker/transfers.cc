@@ -149,7 +149,7 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
       to.limit.push_back(to.start[d] + box_size[d]);
     }
     SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(absl::string_view(source.bytes->data(), source.bytes->size()), source.dims, {}, element_bytes, from));
-    SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, &data));
+    SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, absl::MakeSpan(data)));
   }
   SY_ASSIGN_OR_RETURN(auto buffer,
                       client_->BufferFromHost(data, dtype, dims, ordinal, header.memory_kind()));

@@ -93,8 +93,9 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   auto stored = buffers_->GetWhenPresent(request->buffer_id(), WaitFor(request->wait_ms()));
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   const pjrt::Buffer& buffer = *(*stored)->buffer;
-  auto bytes = buffer.ToHost();
-  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  HostBytes bytes(buffer.host_size_bytes());
+  absl::Status copied = buffer.ToHost(absl::MakeSpan(bytes.data(), bytes.size()));
+  if (!copied.ok()) return ToGrpcStatus(copied);
 
   GetBufferChunk chunk;
   BufferHeader* header = chunk.mutable_header();
@@ -102,16 +103,16 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   header->set_device_id((*stored)->device_id);
   header->set_dtype(static_cast<DType>(buffer.dtype()));
   header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-  header->set_size_bytes(bytes->size());
+  header->set_size_bytes(bytes.size());
   header->set_memory_kind(buffer.memory_kind());
   size_t offset = 0;
   do {
-    size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes->size() - offset);
-    chunk.set_data(bytes->data() + offset, n);
+    size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes.size() - offset);
+    chunk.set_data(bytes.data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     chunk.clear_header();
     offset += n;
-  } while (offset < bytes->size());
+  } while (offset < bytes.size());
   return grpc::Status::OK;
 }
 

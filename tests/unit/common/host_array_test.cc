@@ -31,7 +31,7 @@ TEST(HostArrayTest, ExtractsAndInsertsATile) {
   ASSERT_TRUE(shard.ok()) << shard.status();
   EXPECT_EQ(Floats(*shard), (std::vector<float>{15, 16, 17, 21, 22, 23}));
   std::string back(24 * 4, '\0');
-  ASSERT_TRUE(InsertShard(*shard, shape, {}, 4, tile, &back).ok());
+  ASSERT_TRUE(InsertShard(*shard, shape, {}, 4, tile, absl::MakeSpan(back)).ok());
   EXPECT_EQ(Floats(back)[15], 15);
   EXPECT_EQ(Floats(back)[0], 0);
 }
