@@ -181,7 +181,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
     }
   }
   absl::MutexLock serial(&multi_device_mutex_);  // launches start one at a time
-  if (num_devices > 1) {
+  if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
     for (auto& event : multi_device_inflight_) (void)event->Await();
     multi_device_inflight_.clear();
   }
@@ -207,7 +207,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
       absl::Status done = completion->Await();
       if (status.ok()) status = done;
     }
-  } else if (num_devices > 1) {
+  } else if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
     multi_device_inflight_ = std::move(launch->completions);
   }
   return status;

@@ -21,7 +21,10 @@ namespace switchyard::worker {
 class Executor {
  public:
   Executor(const pjrt::Client* client, const DeviceMap* devices, BufferStore* buffers)
-      : client_(client), devices_(devices), buffers_(buffers) {}
+      : client_(client),
+        devices_(devices),
+        buffers_(buffers),
+        one_multi_device_launch_at_a_time_(client->platform_name() == "cpu") {}
 
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
   // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
@@ -51,7 +54,9 @@ class Executor {
   // The XLA CPU client runs a multi-device launch's device parts on a small shared
   // thread pool; with several such launches in flight, parts of different launches can
   // hold every thread while waiting in a collective for a part that has no thread left
-  // (a rendezvous deadlock). So a multi-device launch starts once the previous one is done.
+  // (a rendezvous deadlock). So on CPU a multi-device launch starts once the previous
+  // one is done. GPUs run collectives on device streams and need no such wait.
+  const bool one_multi_device_launch_at_a_time_;
   absl::Mutex multi_device_mutex_;
   std::vector<std::unique_ptr<pjrt::Event>> multi_device_inflight_
       ABSL_GUARDED_BY(multi_device_mutex_);
