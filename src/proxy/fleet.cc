@@ -47,7 +47,7 @@ void WorkerConnection::Fail(uint64_t seq, const absl::Status& status) {
     done = std::move(it->second.done);
     waiting_.erase(it);
   }
-  done(status);
+  if (done != nullptr) done(status);
 }
 
 void WorkerConnection::WriteDeletesLocked() {
@@ -104,7 +104,10 @@ void WorkerConnection::SendLocked(DispatchRequest op, Done done) {
   OpenLocked();
   if (reply) {
     absl::MutexLock lock(&mutex_);
-    waiting_[seq].generation = generation_;
+    auto it = waiting_.find(seq);
+    // The old stream's reader may already have failed it, as lost with that stream.
+    if (it == waiting_.end()) return;
+    it->second.generation = generation_;
   }
   if (stream_->Write(op)) return;
   const absl::Status lost = absl::UnavailableError(absl::StrCat("worker ", address_, " is unreachable"));

@@ -4,6 +4,7 @@ stable device ids across restarts, and the errors a user can provoke."""
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -167,6 +168,44 @@ def test_up_starts_a_fleet_and_leaves_no_orphans(spawn, plugin):
     assert up.wait_exit() == 0
     for pid in children:
         assert not os.path.exists(f"/proc/{pid}") or _is_zombie(pid), f"orphan {pid}"
+
+
+OPEN_CLIENT = """
+import sys, numpy as np, jax, switchyard
+switchyard.initialize()
+xs = [jax.jit(lambda v, k=k: v * k)(jax.device_put(np.ones(64, np.float32), d))
+      for d in jax.devices() for k in range(8)]
+jax.block_until_ready(xs)
+switchyard.shutdown()
+print("READY", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_stopping_a_cluster_under_a_connected_client_stops_every_process_cleanly(spawn, plugin):
+    # The workers may go before the proxy has closed the client's session, whose end
+    # then writes to streams of workers that are gone (the race itself is pinned down
+    # in tests/unit/proxy/worker_connection_test.cc).
+    for _ in range(2):
+        rm_port, proxy_port = free_port(), free_port()
+        up = spawn("up", "--workers=2", "--devices-per-worker=2", f"--rm_port={rm_port}",
+                   f"--proxy_port={proxy_port}", "--worker_port=0", f"--pjrt_plugin={plugin}")
+        up.wait_for("local cluster ready")
+        env = {**os.environ, "JAX_PLATFORMS": "proxy",
+               "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}",
+               "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+        client = subprocess.Popen([sys.executable, "-c", OPEN_CLIENT], env=env, text=True,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            assert client.stdout.readline().strip() == "READY"
+            up.proc.send_signal(signal.SIGTERM)
+            assert up.wait_exit() == 0
+        finally:
+            client.kill()
+            client.wait()
+        exits = [line for line in up.output.splitlines() if "exited:" in line]
+        assert len(exits) == 4 and all("status 0" in line for line in exits), up.output
 
 
 def test_up_killed_with_sigkill_takes_its_children_along(spawn, plugin):
