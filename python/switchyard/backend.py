@@ -62,3 +62,4 @@ def shutdown() -> None:
     jax.clear_caches()
     gc.collect()  # executables and arrays in reference cycles hold the client
     jax.extend.backend.clear_backends()
+    gc.collect()  # the client itself, once nothing else holds it
