@@ -174,8 +174,10 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(std::shared_
                                                                int ordinal,
                                                                const std::string& memory_kind) const {
   PJRT_Event* done_with_data = nullptr;
+  // Only the CPU client is known to alias host bytes; elsewhere zero-copy semantics are
+  // not asked for, and the bytes live until the copy is done.
   auto buffer = StartBufferFromHost(data->span(), dtype, dims, ordinal, memory_kind,
-                                    /*zero_copy=*/true, &done_with_data);
+                                    /*zero_copy=*/platform_name_ == "cpu", &done_with_data);
   // The last user frees the bytes. A plugin that cannot say when it is done with them
   // (no OnReady) keeps them: waiting here would wait for the buffer's end.
   PJRT_Event* unregistered = Event::Then(api(), done_with_data, [data](absl::Status) {});
