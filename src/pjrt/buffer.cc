@@ -37,6 +37,14 @@ absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_
   int64_t elements = 1;
   for (int64_t dim : buffer->dims_) elements *= dim;
   buffer->host_size_bytes_ = DenseByteSize(buffer->dtype_, elements);
+  // Padded or tiled device layouts take more (or other) bytes than the dense copy.
+  Args<PJRT_Buffer_OnDeviceSizeInBytes_Args> on_device;
+  on_device->buffer = handle;
+  buffer->raw_is_dense_ =
+      SY_PJRT_CALL(api, Buffer_OnDeviceSizeInBytes, on_device.get()).ok() &&
+      static_cast<int64_t>(on_device->on_device_size_in_bytes) == buffer->host_size_bytes_ &&
+      HasFunction(api, offsetof(PJRT_Api, PJRT_Buffer_CopyRawToHost),
+                  reinterpret_cast<const void*>(api->PJRT_Buffer_CopyRawToHost));
   return buffer;
 }
 
@@ -73,6 +81,24 @@ absl::StatusOr<std::string> Buffer::ToHost() const {
   std::string out(host_size_bytes_, '\0');
   SY_RETURN_IF_ERROR(ToHost(absl::MakeSpan(out)));
   return out;
+}
+
+absl::Status Buffer::CopyRangeToHost(int64_t offset, absl::Span<char> out) const {
+  if (!raw_is_dense_) {
+    return absl::UnimplementedError("the device bytes of this buffer are not its dense host copy");
+  }
+  if (offset < 0 || offset + static_cast<int64_t>(out.size()) > host_size_bytes_) {
+    return absl::OutOfRangeError(absl::StrCat("bytes [", offset, ", ", offset + out.size(),
+                                              ") of a ", host_size_bytes_, "-byte buffer"));
+  }
+  if (out.empty()) return AwaitReady();
+  Args<PJRT_Buffer_CopyRawToHost_Args> args;
+  args->buffer = buffer_;
+  args->dst = out.data();
+  args->offset = offset;
+  args->transfer_size = static_cast<int64_t>(out.size());
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_CopyRawToHost, args.get()));
+  return Event(client_->api(), args->event).Await();
 }
 
 absl::Status Buffer::ToHost(absl::Span<char> out) const {

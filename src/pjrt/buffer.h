@@ -45,6 +45,11 @@ class Buffer {
   absl::StatusOr<std::string> ToHost() const;
   // The same into `out`, which must have `host_size_bytes()`.
   absl::Status ToHost(absl::Span<char> out) const;
+  // Bytes [offset, offset + out.size()) of the dense host copy, straight from the
+  // device's own bytes: piece by piece, without a whole host copy first. Only where
+  // those bytes are the dense host layout (the plugin offers a raw copy and the device
+  // holds exactly `host_size_bytes()`); UNIMPLEMENTED otherwise. Blocks until done.
+  absl::Status CopyRangeToHost(int64_t offset, absl::Span<char> out) const;
 
   PJRT_Buffer* handle() const { return buffer_; }
 
@@ -57,6 +62,7 @@ class Buffer {
   std::vector<int64_t> dims_;
   int ordinal_ = 0;
   int64_t host_size_bytes_ = 0;
+  bool raw_is_dense_ = false;  // the device bytes are the dense host layout
   std::string memory_kind_;
 };
 

@@ -93,26 +93,43 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   auto stored = buffers_->GetWhenPresent(request->buffer_id(), WaitFor(request->wait_ms()));
   if (!stored.ok()) return ToGrpcStatus(stored.status());
   const pjrt::Buffer& buffer = *(*stored)->buffer;
-  HostBytes bytes(buffer.host_size_bytes());
-  absl::Status copied = buffer.ToHost(absl::MakeSpan(bytes.data(), bytes.size()));
-  if (!copied.ok()) return ToGrpcStatus(copied);
-
+  // A failed producer is reported as itself, before any bytes go out.
+  absl::Status ready = buffer.AwaitReady();
+  if (!ready.ok()) return ToGrpcStatus(ready);
+  const int64_t size = buffer.host_size_bytes();
+  // Each chunk is copied from the device straight into the message where the plugin
+  // allows it; otherwise from one whole host copy.
+  std::unique_ptr<HostBytes> whole;
   GetBufferChunk chunk;
   BufferHeader* header = chunk.mutable_header();
   header->set_buffer_id(request->buffer_id());
   header->set_device_id((*stored)->device_id);
   header->set_dtype(static_cast<DType>(buffer.dtype()));
   header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-  header->set_size_bytes(bytes.size());
+  header->set_size_bytes(size);
   header->set_memory_kind(buffer.memory_kind());
-  size_t offset = 0;
+  int64_t offset = 0;
   do {
-    size_t n = std::min<size_t>(limits::kBufferChunkBytes, bytes.size() - offset);
-    chunk.set_data(bytes.data() + offset, n);
+    const int64_t n = std::min<int64_t>(limits::kBufferChunkBytes, size - offset);
+    std::string* data = chunk.mutable_data();
+    data->resize(n);  // the same size every chunk but the last: no refill
+    absl::Status copied =
+        whole == nullptr ? buffer.CopyRangeToHost(offset, absl::MakeSpan(data->data(), n))
+                         : absl::UnimplementedError("");
+    if (absl::IsUnimplemented(copied)) {
+      if (whole == nullptr) {
+        whole = std::make_unique<HostBytes>(size);
+        copied = buffer.ToHost(absl::MakeSpan(whole->data(), whole->size()));
+      } else {
+        copied = absl::OkStatus();
+      }
+      if (copied.ok()) std::memcpy(data->data(), whole->data() + offset, n);
+    }
+    if (!copied.ok()) return ToGrpcStatus(copied);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     chunk.clear_header();
     offset += n;
-  } while (offset < bytes.size());
+  } while (offset < size);
   return grpc::Status::OK;
 }
 

@@ -135,6 +135,26 @@ TEST_F(ClientTest, HandedOverBytesOutliveTheCallAndStayTheBuffers) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClientTest, RangesOfTheHostCopyComePieceByPiece) {
+  std::vector<float> values(300000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  const std::string bytes(reinterpret_cast<const char*>(values.data()),
+                          values.size() * sizeof(float));
+  SY_ASSERT_OK_AND_ASSIGN(auto buffer, client_->BufferFromHost(
+                                           bytes, DType::kF32,
+                                           {static_cast<int64_t>(values.size())}, 0));
+  std::string pieces(bytes.size(), '\0');
+  const int64_t cut1 = 4096 * 7 + 12, cut2 = 700001;
+  ASSERT_TRUE(buffer->CopyRangeToHost(0, absl::MakeSpan(pieces.data(), cut1)).ok());
+  ASSERT_TRUE(buffer->CopyRangeToHost(cut1, absl::MakeSpan(pieces.data() + cut1, cut2 - cut1)).ok());
+  ASSERT_TRUE(buffer->CopyRangeToHost(cut2, absl::MakeSpan(pieces.data() + cut2,
+                                                           bytes.size() - cut2)).ok());
+  EXPECT_TRUE(pieces == bytes);
+  char one;
+  EXPECT_EQ(buffer->CopyRangeToHost(bytes.size(), absl::MakeSpan(&one, 1)).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
 TEST_F(ClientTest, BadBufferArgumentsAreInvalidArgument) {
   EXPECT_EQ(client_->BufferFromHost("abc", DType::kF32, {4}, 0).status().code(),
             absl::StatusCode::kInvalidArgument);
