@@ -45,10 +45,12 @@ class Buffer {
   absl::StatusOr<std::string> ToHost() const;
   // The same into `out`, which must have `host_size_bytes()`.
   absl::Status ToHost(absl::Span<char> out) const;
+  // Whether `CopyRangeToHost` works: the plugin offers a raw copy and the device holds
+  // exactly `host_size_bytes()` (its bytes are the dense host layout).
+  bool can_copy_ranges() const { return raw_is_dense_; }
   // Bytes [offset, offset + out.size()) of the dense host copy, straight from the
-  // device's own bytes: piece by piece, without a whole host copy first. Only where
-  // those bytes are the dense host layout (the plugin offers a raw copy and the device
-  // holds exactly `host_size_bytes()`); UNIMPLEMENTED otherwise. Blocks until done.
+  // device's own bytes: piece by piece, without a whole host copy first.
+  // UNIMPLEMENTED unless `can_copy_ranges()`. Blocks until done.
   absl::Status CopyRangeToHost(int64_t offset, absl::Span<char> out) const;
 
   PJRT_Buffer* handle() const { return buffer_; }

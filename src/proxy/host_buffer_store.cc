@@ -13,27 +13,21 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
 
 }  // namespace
 
-HostBuffer::HostBuffer(std::string data)
-    : size_(static_cast<int64_t>(data.size())), complete_(std::move(data)), data_(complete_.data()) {
-  arrived_ = size_;
-  finished_ = true;
-}
-
 HostBuffer::HostBuffer(std::unique_ptr<HostBytes> data)
-    : size_(static_cast<int64_t>(data->size())), bytes_(std::move(data)), data_(bytes_->data()) {
+    : size_(static_cast<int64_t>(data->size())), bytes_(std::move(data)) {
   arrived_ = size_;
   finished_ = true;
 }
 
 HostBuffer::HostBuffer(int64_t size)
-    : size_(size), bytes_(std::make_unique<HostBytes>(size)), data_(bytes_->data()) {}
+    : size_(size), bytes_(std::make_unique<HostBytes>(size)) {}
 
 absl::Status HostBuffer::Append(absl::string_view bytes) {
   absl::MutexLock lock(&mutex_);
   if (finished_ || arrived_ + static_cast<int64_t>(bytes.size()) > size_) {
     return absl::DataLossError("host buffer larger than its declared buffer_size");
   }
-  std::memcpy(data_ + arrived_, bytes.data(), bytes.size());
+  std::memcpy(bytes_->data() + arrived_, bytes.data(), bytes.size());
   arrived_ += bytes.size();
   return absl::OkStatus();
 }
@@ -58,7 +52,7 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
   };
   while (true) {
     if (!status_.ok()) return status_;
-    if (arrived_ >= bytes) return absl::string_view(data_, bytes);
+    if (arrived_ >= bytes) return absl::string_view(bytes_->data(), bytes);
     if (finished_) return absl::DataLossError("host buffer upload ended early");
     if (cancelled && cancelled()) return absl::CancelledError("the client went away");
     const absl::Duration left = deadline - absl::Now();
@@ -78,11 +72,6 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
   }
   bytes_ += size;
   return absl::OkStatus();
-}
-
-absl::Status HostBufferStore::Store(uint64_t handle, std::string data) {
-  absl::MutexLock lock(&mutex_);
-  return Add(handle, std::make_shared<HostBuffer>(std::move(data)));
 }
 
 absl::Status HostBufferStore::Store(uint64_t handle, std::unique_ptr<HostBytes> data) {

@@ -25,7 +25,6 @@ using CancelledFn = std::function<bool()>;
 class HostBuffer {
  public:
   // Complete at once.
-  explicit HostBuffer(std::string data);
   explicit HostBuffer(std::unique_ptr<HostBytes> data);
   // Arriving: `size` bytes are appended in order, then `Finish`.
   explicit HostBuffer(int64_t size);
@@ -49,10 +48,9 @@ class HostBuffer {
 
  private:
   const int64_t size_;
-  std::string complete_;               // a buffer complete at once
-  std::unique_ptr<HostBytes> bytes_;     // an upload, written in place as it arrives,
-                                         // or bulk bytes complete at once
-  char* data_;  // into one of them; only the first `arrived_` bytes are written
+  // Complete at once, or an upload written in place as it arrives: only the first
+  // `arrived_` bytes are written.
+  std::unique_ptr<HostBytes> bytes_;
   mutable absl::Mutex mutex_;
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
@@ -63,7 +61,6 @@ class HostBufferStore {
  public:
   // A complete buffer. ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after
   // `Shutdown`.
-  absl::Status Store(uint64_t handle, std::string data) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Store(uint64_t handle, std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)

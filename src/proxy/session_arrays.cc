@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
+#include "common/status_join.h"
 #include "common/status_macros.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -531,25 +532,8 @@ absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& r
     return absl::OkStatus();
   }
   // The last worker to answer (on its stream's reader thread) answers the client.
-  struct Pending {
-    absl::Mutex mutex;
-    size_t left;
-    absl::Status status;
-  };
-  auto pending = std::make_shared<Pending>();
-  pending->left = by_worker.size();
-  for (const auto& [worker, ids] : by_worker) {
-    worker->AwaitThen(ids, [pending, answer](absl::Status status) {
-      absl::Status result;
-      {
-        absl::MutexLock lock(&pending->mutex);
-        if (pending->status.ok()) pending->status = std::move(status);
-        if (--pending->left > 0) return;
-        result = pending->status;
-      }
-      answer(result);
-    });
-  }
+  auto all_ready = JoinStatuses(by_worker.size(), answer);
+  for (const auto& [worker, ids] : by_worker) worker->AwaitThen(ids, all_ready);
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/limits.h"
+#include "common/status_join.h"
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
@@ -100,6 +101,11 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
   // Each chunk is copied from the device straight into the message where the plugin
   // allows it; otherwise from one whole host copy.
   std::unique_ptr<HostBytes> whole;
+  if (!buffer.can_copy_ranges()) {
+    whole = std::make_unique<HostBytes>(size);
+    absl::Status copied = buffer.ToHost(absl::MakeSpan(whole->data(), whole->size()));
+    if (!copied.ok()) return ToGrpcStatus(copied);
+  }
   GetBufferChunk chunk;
   BufferHeader* header = chunk.mutable_header();
   header->set_buffer_id(request->buffer_id());
@@ -113,19 +119,12 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
     const int64_t n = std::min<int64_t>(limits::kBufferChunkBytes, size - offset);
     std::string* data = chunk.mutable_data();
     data->resize(n);  // the same size every chunk but the last: no refill
-    absl::Status copied =
-        whole == nullptr ? buffer.CopyRangeToHost(offset, absl::MakeSpan(data->data(), n))
-                         : absl::UnimplementedError("");
-    if (absl::IsUnimplemented(copied)) {
-      if (whole == nullptr) {
-        whole = std::make_unique<HostBytes>(size);
-        copied = buffer.ToHost(absl::MakeSpan(whole->data(), whole->size()));
-      } else {
-        copied = absl::OkStatus();
-      }
-      if (copied.ok()) std::memcpy(data->data(), whole->data() + offset, n);
+    if (whole != nullptr) {
+      std::memcpy(data->data(), whole->data() + offset, n);
+    } else {
+      absl::Status copied = buffer.CopyRangeToHost(offset, absl::MakeSpan(data->data(), n));
+      if (!copied.ok()) return ToGrpcStatus(copied);
     }
-    if (!copied.ok()) return ToGrpcStatus(copied);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     chunk.clear_header();
     offset += n;
@@ -242,29 +241,15 @@ grpc::Status WorkerService::Dispatch(
           absl::MutexLock lock(&mutex);
           ++waiting;
         }
-        struct Pending {
-          absl::Mutex mutex;
-          size_t left;
-          absl::Status first_error;
-        };
-        auto pending = std::make_shared<Pending>();
-        pending->left = buffers.size();
-        for (const auto& stored : buffers) {
-          // Runs on a device thread: it only queues the answer for the writer thread,
-          // and holds no buffer (destroying one there would wait for that device).
-          stored->buffer->OnReady([&, seq, pending](absl::Status ready) {
-            absl::Status result;
-            {
-              absl::MutexLock lock(&pending->mutex);
-              if (pending->first_error.ok()) pending->first_error = ready;
-              if (--pending->left > 0) return;
-              result = pending->first_error;
-            }
-            respond(seq, result);
-            absl::MutexLock lock(&mutex);
-            --waiting;
-          });
-        }
+        // The last callback runs on a device thread: it only queues the answer for the
+        // writer thread, and holds no buffer (destroying one there would wait for that
+        // device).
+        auto ready = JoinStatuses(buffers.size(), [&, seq](absl::Status result) {
+          respond(seq, result);
+          absl::MutexLock lock(&mutex);
+          --waiting;
+        });
+        for (const auto& stored : buffers) stored->buffer->OnReady(ready);
         continue;  // answered by the last callback
       }
       default:

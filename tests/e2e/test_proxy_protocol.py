@@ -24,6 +24,15 @@ def cluster():
         yield c
 
 
+def worker_buffers(cluster):
+    """Buffers held by all of the cluster's workers."""
+    total = 0
+    for address in cluster.worker_addresses():
+        with switchyard.WorkerClient(address) as worker:
+            total += worker.stats().buffers
+    return total
+
+
 def status(response):
     return response.response_metadata.status.code
 
@@ -198,19 +207,12 @@ def test_killed_client_frees_everything_on_the_workers(cluster):
     try:
         assert client.stdout.readline().strip() == "READY"
 
-        def buffers():
-            total = 0
-            for address in cluster.worker_addresses():
-                with switchyard.WorkerClient(address) as worker:
-                    total += worker.stats().buffers
-            return total
-
-        assert buffers() >= 41  # 5 x 4 shards in, 5 x 4 out, 1 on slice 1
+        assert worker_buffers(cluster) >= 41  # 5 x 4 shards in, 5 x 4 out, 1 on slice 1
         client.send_signal(signal.SIGKILL)
         client.wait()
         deadline = time.monotonic() + 15
-        while buffers() != 0:
-            assert time.monotonic() < deadline, f"{buffers()} buffers left after the client died"
+        while worker_buffers(cluster) != 0:
+            assert time.monotonic() < deadline, f"{worker_buffers(cluster)} buffers left after the client died"
             time.sleep(0.2)
     finally:
         client.kill()
@@ -237,23 +239,16 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
     client = subprocess.Popen([sys.executable, "-c", IDLE_CLIENT], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
-    def buffers():
-        total = 0
-        for address in cluster.worker_addresses():
-            with switchyard.WorkerClient(address) as worker:
-                total += worker.stats().buffers
-        return total
-
     try:
         assert client.stdout.readline().strip() == "READY"
-        before = buffers()
+        before = worker_buffers(cluster)
         assert before >= 3
         client.stdin.write("drop\n")
         client.stdin.flush()
         assert client.stdout.readline().strip() == "DROPPED"
         deadline = time.monotonic() + 5
-        while buffers() > before - 3:
-            assert time.monotonic() < deadline, f"{buffers()} buffers, {before} before the drop"
+        while worker_buffers(cluster) > before - 3:
+            assert time.monotonic() < deadline, f"{worker_buffers(cluster)} buffers, {before} before the drop"
             time.sleep(0.05)
     finally:
         client.kill()
@@ -287,14 +282,7 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     uploader.start()
     chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
 
-    def buffers():
-        total = 0
-        for address in cluster.worker_addresses():
-            with switchyard.WorkerClient(address) as worker:
-                total += worker.stats().buffers
-        return total
-
-    before = buffers()
+    before = worker_buffers(cluster)
     sharding = t.ShardingProto(serialized_sharding=t.Serialized(
         type_name="xla::ifrt::SingleDeviceSharding",
         data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
@@ -314,7 +302,7 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     assert status(session.request(get_default_device_assignment_request=(
         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
     deadline = time.monotonic() + 5
-    while buffers() > before:
+    while worker_buffers(cluster) > before:
         assert time.monotonic() < deadline, "the partial buffer stayed on the worker"
         time.sleep(0.05)
     session.close()

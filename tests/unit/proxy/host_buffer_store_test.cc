@@ -1,5 +1,6 @@
 #include "proxy/host_buffer_store.h"
 
+#include <cstring>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -7,10 +8,16 @@
 namespace switchyard::proxy {
 namespace {
 
+std::unique_ptr<HostBytes> Bytes(const std::string& text) {
+  auto bytes = std::make_unique<HostBytes>(text.size());
+  std::memcpy(bytes->data(), text.data(), text.size());
+  return bytes;
+}
+
 TEST(HostBufferStoreTest, StoreLookupDelete) {
   HostBufferStore store;
-  ASSERT_TRUE(store.Store(1, "abc").ok());
-  EXPECT_EQ(store.Store(1, "x").code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(store.Store(1, Bytes("abc")).ok());
+  EXPECT_EQ(store.Store(1, Bytes("x")).code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(*(*store.Lookup(1, absl::ZeroDuration()))->WaitAll(absl::Now()), "abc");
   EXPECT_EQ(store.bytes(), 3);
   EXPECT_TRUE(store.Delete(1).ok());
@@ -22,7 +29,7 @@ TEST(HostBufferStoreTest, LookupWaitsForALateUpload) {
   HostBufferStore store;
   std::thread uploader([&] {
     absl::SleepFor(absl::Milliseconds(50));
-    (void)store.Store(9, "late");
+    (void)store.Store(9, Bytes("late"));
   });
   auto data = store.Lookup(9, absl::Seconds(10));
   uploader.join();
@@ -79,7 +86,7 @@ TEST(HostBufferStoreTest, CancelledAndShutdownEndTheWait) {
   });
   EXPECT_EQ(store.Lookup(5, absl::Seconds(30)).status().code(), absl::StatusCode::kCancelled);
   stopper.join();
-  EXPECT_EQ(store.Store(6, "x").code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store.Store(6, Bytes("x")).code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace
