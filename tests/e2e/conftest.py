@@ -130,3 +130,12 @@ def fleet(rm_address: str) -> dict:
                           f"--resource_manager_address={rm_address}"],
                          check=True, capture_output=True, text=True, timeout=30).stdout
     return json.loads(out)
+
+
+def worker_buffers(cluster):
+    """Buffers held by all of the cluster's workers."""
+    total = 0
+    for address in cluster.worker_addresses():
+        with switchyard.WorkerClient(address) as worker:
+            total += worker.stats().buffers
+    return total

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import switchyard
+from conftest import worker_buffers
 from proxy_client import CHECKS
 
 HERE = pathlib.Path(__file__).parent
@@ -32,14 +33,6 @@ def run_client(cluster, init, *checks, timeout=300, python=sys.executable):
         env.pop("IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS", None)  # initialize() sets it
     return subprocess.run([str(python), str(HERE / "proxy_client.py"), "--init", init, *checks],
                           env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def worker_buffers(cluster):
-    total = 0
-    for address in cluster.worker_addresses():
-        with switchyard.WorkerClient(address) as worker:
-            total += worker.stats().buffers
-    return total
 
 
 @pytest.mark.parametrize("check", list(CHECKS))

@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 import switchyard
+from conftest import worker_buffers
 from ifrt_raw import RawSession, channel, g, get_version, s, t
 
 OK = 0
@@ -22,15 +23,6 @@ OK = 0
 def cluster():
     with switchyard.LocalCluster(workers=2, devices_per_worker=4) as c:
         yield c
-
-
-def worker_buffers(cluster):
-    """Buffers held by all of the cluster's workers."""
-    total = 0
-    for address in cluster.worker_addresses():
-        with switchyard.WorkerClient(address) as worker:
-            total += worker.stats().buffers
-    return total
 
 
 def status(response):
