@@ -6,6 +6,10 @@
 #include "common/signals.h"
 #include "proxy/proxy.h"
 
+ABSL_FLAG(int, num_elastic_slices, -1,
+          "proxy: how many of a session's slices may be down at once before the session is "
+          "failed; -1: any number (what touches a down slice fails with DATA_LOSS)");
+
 namespace switchyard::cli {
 
 int RunProxy() {
@@ -17,6 +21,7 @@ int RunProxy() {
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29000 : port;
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
+  options.num_elastic_slices = absl::GetFlag(FLAGS_num_elastic_slices);
   return ServeUntilSignal(proxy::ProxyServer::Start(options));
 }
 

@@ -6,6 +6,9 @@
 #include "common/signals.h"
 #include "rm/rm.h"
 
+ABSL_FLAG(std::string, state_file, "",
+          "rm: file that keeps device ids and hosts across RM restarts (empty: not kept)");
+
 namespace switchyard::cli {
 
 int RunResourceManager() {
@@ -16,6 +19,7 @@ int RunResourceManager() {
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;
+  options.state_file = absl::GetFlag(FLAGS_state_file);
   return ServeUntilSignal(rm::ResourceManagerServer::Start(options));
 }
 

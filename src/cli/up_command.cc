@@ -1,17 +1,21 @@
-// `switchyard up`: rm + N workers as child processes of this one. Children die
-// with us (PR_SET_PDEATHSIG), and SIGINT/SIGTERM stop them all in order.
+// `switchyard up`: rm + N workers + proxy as child processes of this one. Children
+// die with us (PR_SET_PDEATHSIG); one that dies is restarted with backoff; SIGINT or
+// SIGTERM stops them all in order.
 
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -29,6 +33,7 @@ ABSL_FLAG(int, rm_port, 29001, "up: resource manager port");
 ABSL_FLAG(int, proxy_port, 29000, "up: proxy port (the JAX client's JAX_BACKEND_TARGET)");
 ABSL_FLAG(int, worker_port, 29005, "up: port of the first worker (+1 each); 0 picks free ports");
 ABSL_FLAG(int, startup_timeout_s, 120, "up: how long to wait for the cluster to come up");
+ABSL_DECLARE_FLAG(int, num_elastic_slices);
 
 namespace switchyard::cli {
 namespace {
@@ -65,58 +70,111 @@ pid_t Spawn(const std::string& self, const std::vector<std::string>& args) {
   _exit(127);
 }
 
+// The children, each restarted with backoff when it dies (while `supervising`):
+// a crashed process never takes the others down, and `up` stops only when told to.
 class Cluster {
  public:
   explicit Cluster(std::string self) : self_(std::move(self)) {}
 
   void Start(const std::string& name, const std::vector<std::string>& args) {
-    pid_t pid = Spawn(self_, args);
-    children_[pid] = {name, pid};
+    Child& child = children_[name];
+    child.args = args;
+    child.started = absl::Now();
+    child.pid = Spawn(self_, args);
+    pids_[child.pid] = name;
   }
 
-  // Reaps exited children; returns the names of those that exited.
+  // Reaps exited children and schedules restarts; returns the names of those that
+  // exited.
   std::vector<std::string> Reap() {
     std::vector<std::string> exited;
     int status = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
-      auto it = children_.find(pid);
-      if (it == children_.end()) continue;
-      SY_LOG(Warning) << it->second.name << " (pid " << pid << ") exited: "
-                      << (WIFEXITED(status) ? absl::StrCat("status ", WEXITSTATUS(status))
-                                            : absl::StrCat("signal ", WTERMSIG(status)));
-      exited.push_back(it->second.name);
-      children_.erase(it);
+      auto it = pids_.find(pid);
+      if (it == pids_.end()) continue;
+      Child& child = children_[it->second];
+      const std::string how = WIFEXITED(status) ? absl::StrCat("status ", WEXITSTATUS(status))
+                                                : absl::StrCat("signal ", WTERMSIG(status));
+      child.pid = 0;
+      if (supervising_) {
+        // Quick restarts for a process that ran a while; backoff for one that keeps dying.
+        child.backoff = absl::Now() - child.started > kStableRun
+                            ? kRestartBackoffMin
+                            : std::min(child.backoff * 2, kRestartBackoffMax);
+        child.restart_at = absl::Now() + child.backoff;
+        ++child.restarts;
+        SY_LOG(Warning) << it->second << " (pid " << pid << ") exited: " << how
+                        << "; restarting it in " << absl::FormatDuration(child.backoff)
+                        << " (restart " << child.restarts << ")";
+      } else {
+        SY_LOG(Warning) << it->second << " (pid " << pid << ") exited: " << how;
+      }
+      exited.push_back(it->second);
+      pids_.erase(it);
     }
     return exited;
   }
 
-  bool Running(const std::string& name) const {
-    for (const auto& [pid, child] : children_) {
-      if (child.name == name) return true;
+  // Starts the children whose backoff is over; returns how long until the next one.
+  absl::Duration RestartDue() {
+    absl::Duration next = absl::InfiniteDuration();
+    for (auto& [name, child] : children_) {
+      if (child.pid != 0 || !supervising_) continue;
+      const absl::Duration left = child.restart_at - absl::Now();
+      if (left > absl::ZeroDuration()) {
+        next = std::min(next, left);
+        continue;
+      }
+      child.started = absl::Now();
+      child.pid = Spawn(self_, child.args);
+      pids_[child.pid] = name;
+      SY_LOG(Info) << "restarted " << name << " (pid " << child.pid << ")";
     }
-    return false;
+    return next;
   }
+
+  bool Running(const std::string& name) const {
+    auto it = children_.find(name);
+    return it != children_.end() && it->second.pid != 0;
+  }
+
+  void Supervise() { supervising_ = true; }
 
   // SIGTERM to all, then SIGKILL whatever is left after `grace`.
   void Stop(absl::Duration grace) {
-    for (const auto& [pid, child] : children_) kill(pid, SIGTERM);
+    supervising_ = false;
+    for (const auto& [pid, name] : pids_) kill(pid, SIGTERM);
     absl::Time deadline = absl::Now() + grace;
-    while (!children_.empty() && absl::Now() < deadline) {
+    while (!pids_.empty() && absl::Now() < deadline) {
       Reap();
       absl::SleepFor(absl::Milliseconds(20));
     }
-    for (const auto& [pid, child] : children_) {
-      SY_LOG(Warning) << child.name << " did not stop; killing it";
+    for (const auto& [pid, name] : pids_) {
+      SY_LOG(Warning) << name << " did not stop; killing it";
       kill(pid, SIGKILL);
       waitpid(pid, nullptr, 0);
     }
-    children_.clear();
+    pids_.clear();
   }
 
  private:
+  static constexpr absl::Duration kRestartBackoffMin = absl::Milliseconds(250);
+  static constexpr absl::Duration kRestartBackoffMax = absl::Seconds(10);
+  static constexpr absl::Duration kStableRun = absl::Seconds(30);
+  struct Child {
+    std::vector<std::string> args;
+    pid_t pid = 0;  // 0 while waiting to be restarted
+    absl::Time started;
+    absl::Time restart_at;
+    absl::Duration backoff = kRestartBackoffMin / 2;
+    int restarts = 0;
+  };
+
   std::string self_;
-  std::map<pid_t, Child> children_;
+  bool supervising_ = false;
+  std::map<std::string, Child> children_;
+  std::map<pid_t, std::string> pids_;
 };
 
 // Polls the RM until `workers` hosts are healthy, the RM or `newest` dies, or time
@@ -191,9 +249,25 @@ int RunUp(const char* argv0) {
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::string self_path = n > 0 ? std::string(self, n) : std::string(argv0);
 
+  // The RM keeps device ids in a state file, so one restarted under a running session
+  // gives every device the id the client holds.
+  char state_dir_template[] = "/tmp/switchyard-up-XXXXXX";
+  const char* state_dir = mkdtemp(state_dir_template);
+  if (state_dir == nullptr) {
+    SY_LOG(Error) << "cannot create a directory for the RM state: " << std::strerror(errno);
+    return 1;
+  }
+  const std::string state_file = absl::StrCat(state_dir, "/rm-state");
+  absl::Cleanup remove_state = [&] {
+    unlink(state_file.c_str());
+    unlink(absl::StrCat(state_file, ".tmp").c_str());
+    rmdir(state_dir);
+  };
+
   Cluster cluster(self_path);
   cluster.Start("rm", {"rm", absl::StrCat("--server_port=", rm_port),
-                       absl::StrCat("--listen_host=", host)});
+                       absl::StrCat("--listen_host=", host),
+                       absl::StrCat("--state_file=", state_file)});
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
@@ -216,7 +290,9 @@ int RunUp(const char* argv0) {
   const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
   cluster.Start("proxy", {"proxy", absl::StrCat("--server_port=", proxy_port),
                           absl::StrCat("--listen_host=", host),
-                          absl::StrCat("--resource_manager_address=", rm_address)});
+                          absl::StrCat("--resource_manager_address=", rm_address),
+                          absl::StrCat("--num_elastic_slices=",
+                                       absl::GetFlag(FLAGS_num_elastic_slices))});
   if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));
@@ -232,18 +308,13 @@ int RunUp(const char* argv0) {
       host.c_str(), proxy_port, rm_address.c_str());
   std::fflush(stdout);
 
-  int exit_code = 0;
+  // From here on a child that dies is restarted; `up` itself stops only on a signal.
+  cluster.Supervise();
   for (;;) {
-    int signal = sigwaitinfo(&signals, nullptr);
-    if (signal == SIGCHLD) {
-      cluster.Reap();
-      if (!cluster.Running("rm") || !cluster.Running("proxy")) {
-        SY_LOG(Error) << "the resource manager or the proxy exited; stopping the cluster";
-        exit_code = 1;
-        break;
-      }
-      continue;
-    }
+    cluster.Reap();
+    const absl::Duration wait = std::min(cluster.RestartDue(), absl::Seconds(1));
+    const timespec timeout = absl::ToTimespec(wait);
+    const int signal = sigtimedwait(&signals, nullptr, &timeout);
     if (signal == SIGINT || signal == SIGTERM) {
       SY_LOG(Info) << "signal " << signal << ": stopping the cluster";
       break;
@@ -251,7 +322,7 @@ int RunUp(const char* argv0) {
   }
   cluster.Stop(absl::Seconds(10));
   SY_LOG(Info) << "stopped";
-  return exit_code;
+  return 0;
 }
 
 }  // namespace switchyard::cli

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <new>
 
+#include "absl/strings/str_cat.h"
+
 namespace switchyard {
 namespace {
 
@@ -28,6 +30,15 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
     }
   }
   data_ = static_cast<char*>(::operator new(size == 0 ? 1 : size, std::align_val_t(kAlignment)));
+}
+
+absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {
+  try {
+    return std::make_unique<HostBytes>(size);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", size, " bytes of host memory"));
+  }
 }
 
 HostBytes::~HostBytes() {

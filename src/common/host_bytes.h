@@ -7,7 +7,9 @@
 // pages those faults, not the copies, dominated moving a GiB.
 
 #include <cstddef>
+#include <memory>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
 namespace switchyard {
@@ -16,7 +18,11 @@ class HostBytes {
  public:
   static constexpr size_t kAlignment = 64;
 
+  // Throws std::bad_alloc when memory runs out: for sizes that come from a peer, use
+  // `Allocate`.
   explicit HostBytes(size_t size);
+  // RESOURCE_EXHAUSTED, naming the size, when the memory cannot be had.
+  static absl::StatusOr<std::unique_ptr<HostBytes>> Allocate(size_t size);
   ~HostBytes();
   HostBytes(const HostBytes&) = delete;
   HostBytes& operator=(const HostBytes&) = delete;

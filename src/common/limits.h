@@ -18,12 +18,52 @@ inline constexpr int64_t kHeartbeatMissesMax = 4;
 // A worker that cannot reach the RM retries with exponential backoff up to this.
 inline constexpr int64_t kRegisterBackoffMaxMs = 5000;
 
+// The RM's tables: a registration or request past these is refused, so no peer can
+// grow the RM without bound. Sizes of real fleets are far below.
+inline constexpr int64_t kSlicesMax = 1 << 16;          // slice_index < this
+inline constexpr int64_t kHostsPerSliceMax = 1 << 12;   // host_index < this
+inline constexpr int64_t kDevicesPerHostMax = 1 << 10;  // devices and local ordinals
+inline constexpr int64_t kHostsMax = 1 << 14;           // registered hosts in all
+// Global device ids are int32 on the IFRT wire.
+inline constexpr int64_t kDeviceIdsMax = (int64_t{1} << 31) - 1;
+inline constexpr int64_t kNameBytesMax = 1 << 10;       // addresses, host names, boot ids
+inline constexpr int64_t kFleetWatchersMax = 256;       // open WatchFleet streams
+// The bootstrap key-value store holds topologies and clique ids: small values.
+inline constexpr int64_t kKvKeyBytesMax = 1 << 10;
+inline constexpr int64_t kKvValueBytesMax = 4 << 20;
+inline constexpr int64_t kKvKeysMax = 1 << 16;
+inline constexpr int64_t kKvBytesMax = int64_t{256} << 20;
+inline constexpr int64_t kKvWaitersMax = 1 << 10;       // gets waiting for a key
+inline constexpr int64_t kKvGetWaitMaxMs = 10 * 60 * 1000;  // the longest a get waits
+// A host down this long is no longer listed (its device ids stay reserved): an
+// operator's mistyped registration does not stay in every session's device list.
+inline constexpr int64_t kHostForgetAfterMs = 60 * 60 * 1000;
+// After an RM restart, hosts from its state file have this long to register again
+// (they do within a heartbeat period) before they count as down.
+inline constexpr int64_t kRejoinGraceMs = 10 * 1000;
+
 // How long a worker waits for a buffer id that has not appeared yet (its producer may
-// still be on the way) before answering NOT_FOUND.
-inline constexpr int64_t kBufferWaitMs = 5 * 60 * 1000;
+// still be on the way) before answering NOT_FOUND, for readers that do not name the
+// operation that makes it (tools; proxies name it, and wait exactly that long).
+inline constexpr int64_t kBufferWaitMs = 60 * 1000;
+// A read naming an operation stream that this worker has never seen waits this long
+// for the stream to open (the read may overtake it), then NOT_FOUND: the stream was
+// opened on a process that is gone.
+inline constexpr int64_t kStreamAppearS = 10;
+// A proxy (owner) with no Dispatch stream open to a worker for this long is gone:
+// the worker frees what it made.
+inline constexpr int64_t kOwnerLeaseGraceMs = 3000;
 
 // Deletions ride with the next operation to a worker; those still waiting are sent
 // this often, so a client that goes quiet after dropping arrays gets them freed.
 inline constexpr int64_t kDeleteFlushPeriodMs = 5;
+
+// Arrays: XLA's shapes stay far below these; the bounds keep every product of
+// client-sent dimensions (times 16-byte elements) inside int64.
+inline constexpr int64_t kArrayRankMax = 64;
+inline constexpr int64_t kArrayElementsMax = int64_t{1} << 44;
+// Devices of one sharding, mesh or device assignment: device ids are int32 on the
+// IFRT wire, and a tile assignment is materialized as a list.
+inline constexpr int64_t kDevicesMax = int64_t{1} << 20;
 
 }  // namespace switchyard::limits

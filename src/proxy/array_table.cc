@@ -4,6 +4,15 @@
 
 namespace switchyard::proxy {
 
+absl::Status Array::Usable() const {
+  for (const auto& shard : shards) {
+    if (shard == nullptr) continue;
+    absl::Status usable = shard->Usable();
+    if (!usable.ok()) return usable;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ArrayTable::Add(uint64_t handle, std::shared_ptr<Array> array) {
   if (handle == 0) return absl::InvalidArgumentError("array handle 0 is invalid");
   if (!arrays_.emplace(handle, std::move(array)).second) {

@@ -10,29 +10,36 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proxy/fleet.h"
+#include "proxy/worker_connection.h"
 #include "proxy/sharding.h"
 #include "switchyard/common.pb.h"
 
 namespace switchyard::proxy {
 
-// A buffer on a worker. Deleted on the worker when the last array using it lets go.
+// A buffer on a worker, made by operation `made` (or a put, whose ticket names only
+// the epoch). Deleted on the worker when the last array using it lets go; lost, for
+// good, once its worker's epoch has ended.
 class RemoteBuffer {
  public:
-  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device)
-      : worker_(worker), id_(id), device_(device) {}
-  ~RemoteBuffer() { worker_->DeleteLater(id_); }
+  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device,
+               WorkerConnection::Ticket made)
+      : worker_(worker), id_(id), device_(device), made_(made) {}
+  ~RemoteBuffer() { worker_->DeleteLater(id_, made_.epoch); }
   RemoteBuffer(const RemoteBuffer&) = delete;
   RemoteBuffer& operator=(const RemoteBuffer&) = delete;
 
   WorkerConnection* worker() const { return worker_; }
   uint64_t id() const { return id_; }
   int64_t device() const { return device_; }
+  const WorkerConnection::Ticket& made() const { return made_; }
+  // OK, or the DATA_LOSS of the worker that held it.
+  absl::Status Usable() const { return worker_->CheckEpoch(made_.epoch); }
 
  private:
   WorkerConnection* worker_;
   uint64_t id_;
   int64_t device_;
+  WorkerConnection::Ticket made_;
 };
 
 struct Array {
@@ -42,6 +49,9 @@ struct Array {
   // Parallel to `sharding.devices`; null where a device holds no shard.
   std::vector<std::shared_ptr<RemoteBuffer>> shards;
   bool deleted = false;
+
+  // OK when every shard is; otherwise the first lost shard's DATA_LOSS.
+  absl::Status Usable() const;
 };
 
 class ArrayTable {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -21,6 +22,23 @@ HostBuffer::HostBuffer(std::unique_ptr<HostBytes> data)
 
 HostBuffer::HostBuffer(int64_t size)
     : size_(size), bytes_(std::make_unique<HostBytes>(size)) {}
+
+HostBuffer::HostBuffer(int64_t size, InOnePiece) : size_(size) {}
+
+absl::Status HostBuffer::Fill(std::unique_ptr<HostBytes> data) {
+  absl::MutexLock lock(&mutex_);
+  if (finished_) return absl::FailedPreconditionError("host buffer already complete");
+  if (data == nullptr || static_cast<int64_t>(data->size()) != size_) {
+    status_ = absl::DataLossError(absl::StrCat("host buffer of ", size_, " bytes filled with ",
+                                               data == nullptr ? 0 : data->size()));
+    finished_ = true;
+    return status_;
+  }
+  bytes_ = std::move(data);
+  arrived_ = size_;
+  finished_ = true;
+  return absl::OkStatus();
+}
 
 absl::Status HostBuffer::Append(absl::string_view bytes) {
   absl::MutexLock lock(&mutex_);
@@ -48,11 +66,11 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
   bytes = std::min(bytes, size_);
   absl::MutexLock lock(&mutex_);
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-    return arrived_ >= bytes || finished_;
+    return (arrived_ >= bytes && bytes_ != nullptr) || finished_;
   };
   while (true) {
     if (!status_.ok()) return status_;
-    if (arrived_ >= bytes) return absl::string_view(bytes_->data(), bytes);
+    if (arrived_ >= bytes && bytes_ != nullptr) return absl::string_view(bytes_->data(), bytes);
     if (finished_) return absl::DataLossError("host buffer upload ended early");
     if (cancelled && cancelled()) return absl::CancelledError("the client went away");
     const absl::Duration left = deadline - absl::Now();
@@ -80,7 +98,22 @@ absl::Status HostBufferStore::Store(uint64_t handle, std::unique_ptr<HostBytes> 
 }
 
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {
-  auto buffer = std::make_shared<HostBuffer>(size);
+  std::shared_ptr<HostBuffer> buffer;
+  try {
+    buffer = std::make_shared<HostBuffer>(size);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate ", size, " bytes for host buffer ", handle));
+  }
+  absl::MutexLock lock(&mutex_);
+  absl::Status added = Add(handle, buffer);
+  if (!added.ok()) return added;
+  return buffer;
+}
+
+absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Expect(uint64_t handle,
+                                                                     int64_t size) {
+  auto buffer = std::make_shared<HostBuffer>(size, HostBuffer::InOnePiece{});
   absl::MutexLock lock(&mutex_);
   absl::Status added = Add(handle, buffer);
   if (!added.ok()) return added;

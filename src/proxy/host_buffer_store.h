@@ -28,12 +28,18 @@ class HostBuffer {
   explicit HostBuffer(std::unique_ptr<HostBytes> data);
   // Arriving: `size` bytes are appended in order, then `Finish`.
   explicit HostBuffer(int64_t size);
+  // Arriving in one piece: `size` bytes made elsewhere, handed over by `Fill` (or
+  // failed by `Finish`).
+  struct InOnePiece {};
+  HostBuffer(int64_t size, InOnePiece);
 
   int64_t size() const { return size_; }
   // DATA_LOSS past the declared size.
   absl::Status Append(absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the upload; a short one or `status` fails every reader.
   void Finish(absl::Status status = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Completes a buffer arriving in one piece; DATA_LOSS for the wrong size.
+  absl::Status Fill(std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND
   // past `deadline`, CANCELLED if `cancelled()`, the upload's error if it failed.
@@ -48,10 +54,10 @@ class HostBuffer {
 
  private:
   const int64_t size_;
-  // Complete at once, or an upload written in place as it arrives: only the first
-  // `arrived_` bytes are written.
-  std::unique_ptr<HostBytes> bytes_;
   mutable absl::Mutex mutex_;
+  // Complete at once, or an upload written in place as it arrives: only the first
+  // `arrived_` bytes are written. Null until filled, for one arriving in one piece.
+  std::unique_ptr<HostBytes> bytes_ ABSL_GUARDED_BY(mutex_);
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
@@ -64,6 +70,10 @@ class HostBufferStore {
   absl::Status Store(uint64_t handle, std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to
+  // `Lookup` at once.
+  absl::StatusOr<std::shared_ptr<HostBuffer>> Expect(uint64_t handle, int64_t size)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Waits up to `timeout` for the handle to appear (complete or still arriving).
   // NOT_FOUND when it does not; CANCELLED if the store shuts down or `cancelled()`

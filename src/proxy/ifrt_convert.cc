@@ -1,6 +1,7 @@
 #include "proxy/ifrt_convert.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/wire_numbers.h"
 
 namespace switchyard::proxy {
 
@@ -45,8 +46,8 @@ int64_t ElementBytes(DType dtype) {
   }
 }
 
-std::vector<int64_t> FromShapeProto(const ::xla::ifrt::ShapeProto& proto) {
-  return {proto.dims().begin(), proto.dims().end()};
+absl::StatusOr<std::vector<int64_t>> FromShapeProto(const ::xla::ifrt::ShapeProto& proto) {
+  return CheckedShape(proto.dims(), "array shape");
 }
 
 ::xla::ifrt::ShapeProto ToShapeProto(const std::vector<int64_t>& dims) {

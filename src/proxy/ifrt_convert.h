@@ -20,7 +20,8 @@ absl::StatusOr<DType> FromDTypeProto(const ::xla::ifrt::DTypeProto& proto);
 // Bytes per element in a host buffer.
 int64_t ElementBytes(DType dtype);
 
-std::vector<int64_t> FromShapeProto(const ::xla::ifrt::ShapeProto& proto);
+// INVALID_ARGUMENT for negative dimensions and sizes over the limits (wire_numbers.h).
+absl::StatusOr<std::vector<int64_t>> FromShapeProto(const ::xla::ifrt::ShapeProto& proto);
 ::xla::ifrt::ShapeProto ToShapeProto(const std::vector<int64_t>& dims);
 
 ::tensorflow::StatusProto ToStatusProto(const absl::Status& status);

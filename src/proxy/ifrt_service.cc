@@ -80,16 +80,22 @@ grpc::Status IfrtService::IfrtSession(
   SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
+  absl::Status failed;
   {
     // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
         [stream](const w::IfrtResponse& response) { return stream->Write(response); });
     Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); },
-                    sink);
+                    sink, num_elastic_slices_);
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       ++requests;
       ++requests_;
+      if (absl::Status health = session.Health(); !health.ok()) {
+        SY_LOG(Warning) << health.message();
+        failed = health;
+        break;
+      }
       std::optional<w::IfrtResponse> response = session.Process(request);
       if (response.has_value() && !sink->Write(*response)) break;
     }
@@ -100,7 +106,7 @@ grpc::Status IfrtService::IfrtSession(
     SY_LOG(Info) << "session " << session_id << " ended after " << requests
                  << " requests; freeing " << session.arrays() << " arrays";
   }
-  return grpc::Status::OK;
+  return ToGrpcStatus(failed);
 }
 
 std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(uint64_t session_id) const {

@@ -19,7 +19,9 @@ namespace switchyard::proxy {
 
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
  public:
-  explicit IfrtService(Fleet* fleet) : fleet_(fleet) {}
+  // `num_elastic_slices`: see Session (-1: a session survives any number of slices down).
+  IfrtService(Fleet* fleet, int num_elastic_slices)
+      : fleet_(fleet), num_elastic_slices_(num_elastic_slices) {}
 
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const ::xla::ifrt::proxy::GrpcGetVersionRequest* request,
@@ -52,6 +54,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   Fleet* fleet_;
+  const int num_elastic_slices_;
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> sessions_opened_{0};
   mutable absl::Mutex mutex_;

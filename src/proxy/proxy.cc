@@ -52,7 +52,7 @@ class ProxyServerImpl final : public ProxyServer {
 
 absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptions& options) {
   auto fleet = std::make_unique<Fleet>(options.resource_manager_address);
-  auto service = std::make_unique<IfrtService>(fleet.get());
+  auto service = std::make_unique<IfrtService>(fleet.get(), options.num_elastic_slices);
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
   SY_LOG(Info) << "proxy listening on " << options.listen_host << ":" << server.port

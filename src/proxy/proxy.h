@@ -16,6 +16,10 @@ struct ProxyOptions {
   int port = 29000;  // 0 picks a free port
   std::string resource_manager_address = "127.0.0.1:29001";
   int metrics_port = -1;  // Prometheus /metrics on listen_host; -1: off, 0: a free port
+  // How many of a session's slices may be down at once before the session itself is
+  // failed (Pathways' --num_elastic_slices); -1: any number (each operation that
+  // touches a down slice fails with DATA_LOSS, the rest go on).
+  int num_elastic_slices = -1;
 };
 
 class ProxyServer {

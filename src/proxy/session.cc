@@ -2,8 +2,13 @@
 
 #include <algorithm>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/status_macros.h"
+#include "common/guarded.h"
 #include "common/logging.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/worker_calls.h"
@@ -14,6 +19,10 @@ namespace {
 // Handles the server mints start here; the client's stay below (common/types.h in
 // the IFRT proxy: kServerGeneratedHandlesMinValue).
 constexpr uint64_t kServerHandlesMin = uint64_t{1} << 48;
+// A new session waits this long for the proxy's first view of the fleet.
+constexpr absl::Duration kFleetViewTimeout = absl::Seconds(10);
+// An ending session waits this long for each worker to take its deletions.
+constexpr absl::Duration kEndFlushTimeout = absl::Seconds(30);
 
 // The client-chosen handles a request creates; a failed request binds its error to them.
 std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request) {
@@ -71,30 +80,55 @@ std::string RequestName(const wire::IfrtRequest& request) {
 }  // namespace
 
 Executable::~Executable() {
-  // On each worker's operation stream, so after every launch already sent for it.
+  // On each worker's operation stream, so after every launch already sent for it. A
+  // part of an ended epoch is the worker's to free (its owner's lease runs out).
   for (const ExecutablePart& part : parts) {
+    if (!part.worker->CheckEpoch(part.epoch).ok()) continue;
     DispatchRequest op;
     op.mutable_delete_executables()->add_executable_ids(part.worker_id);
-    part.worker->Send(std::move(op));
+    (void)part.worker->Send(std::move(op));
   }
 }
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,
                  std::shared_ptr<HostBufferStore> host_buffers, std::function<bool()> cancelled,
-                 std::shared_ptr<ResponseSink> sink)
+                 std::shared_ptr<ResponseSink> sink, int num_elastic_slices)
     : id_(id),
       version_(version),
       fleet_(fleet),
       host_buffers_(std::move(host_buffers)),
       cancelled_(std::move(cancelled)),
       sink_(std::move(sink)),
-      next_handle_(kServerHandlesMin) {}
+      next_handle_(kServerHandlesMin),
+      num_elastic_slices_(num_elastic_slices) {}
 
 Session::~Session() {
+  // Fetches still running answer nobody now; they stop at once.
+  calls_.CancelAll();
+  for (Fetch& fetch : fetches_) fetch.thread.join();
   // Arrays release their worker buffers; executables their worker programs.
   arrays_.Clear();
   executables_.clear();
-  for (WorkerConnection* worker : workers_) worker->Flush();
+  for (WorkerConnection* worker : workers_) {
+    absl::Status flushed = worker->Flush(kEndFlushTimeout);
+    if (absl::IsDeadlineExceeded(flushed)) {
+      SY_LOG(Warning) << "session " << id_ << ": " << flushed.message()
+                      << "; its lease on the worker frees the rest";
+    }
+  }
+}
+
+absl::Status Session::Health() const {
+  if (num_elastic_slices_ < 0) return absl::OkStatus();
+  std::set<int> down;
+  for (WorkerConnection* worker : workers_) {
+    if (!worker->up()) down.insert(worker->slice_index());
+  }
+  if (static_cast<int>(down.size()) <= num_elastic_slices_) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat(
+      "session ", id_, " failed: ", down.size(), " of its slices are down (",
+      absl::StrJoin(down, ","), "), more than --num_elastic_slices=", num_elastic_slices_,
+      " allows"));
 }
 
 uint64_t Session::NewHandle() { return next_handle_++; }
@@ -113,21 +147,41 @@ absl::StatusOr<const DeviceEntry*> Session::SessionDevice(int64_t id) const {
   return &it->second;
 }
 
-absl::StatusOr<WorkerConnection*> Session::WorkerOf(int64_t device) {
+absl::StatusOr<WorkerConnection*> Session::WorkerOf(int64_t device) const {
   absl::StatusOr<const DeviceEntry*> entry = SessionDevice(device);
   if (!entry.ok()) return entry.status();
-  return fleet_->Connection((*entry)->worker_address);
+  return (*entry)->worker;
+}
+
+void Session::AnswerLater(ResponseSink& sink, uint64_t op_id, const absl::Status& status,
+                          const std::function<void(wire::IfrtResponse*)>& fill) {
+  wire::IfrtResponse response;
+  response.mutable_response_metadata()->set_op_id(op_id);
+  if (status.ok()) {
+    fill(&response);
+  } else {
+    *response.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
+  }
+  sink.Write(response);
 }
 
 std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& request) {
   wire::IfrtResponse response;
   absl::Status status;
   if (request.has_check_value_ready_request()) {
-    status = CheckValueReadyLater(request.check_value_ready_request(),
+    status = Guarded("CheckValueReady", [&] {
+      return CheckValueReadyLater(request.check_value_ready_request(),
                                   request.request_metadata().op_id());
+    });
+    if (status.ok()) return std::nullopt;
+  } else if (request.has_copy_to_host_buffer_request()) {
+    status = Guarded("CopyToHostBuffer", [&] {
+      return CopyToHostBufferLater(request.copy_to_host_buffer_request(),
+                                   request.request_metadata().op_id());
+    });
     if (status.ok()) return std::nullopt;
   } else {
-    status = Dispatch(request, &response);
+    status = Guarded(RequestName(request), [&] { return Dispatch(request, &response); });
   }
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   if (status.ok()) {
@@ -172,9 +226,6 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kReshardArraysRequest:
       return HandleReshardArrays(request.reshard_arrays_request(),
                                  response->mutable_reshard_arrays_response());
-    case R::kCopyToHostBufferRequest:
-      response->mutable_copy_to_host_buffer_response();
-      return HandleCopyToHostBuffer(request.copy_to_host_buffer_request());
     case R::kDeleteArrayRequest:
       return HandleDeleteArray(request.delete_array_request(),
                                response->mutable_delete_array_response());
@@ -226,10 +277,11 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
 
 absl::Status Session::HandleInit(wire::InitResponse* response) {
   if (!devices_.empty()) return absl::FailedPreconditionError("session already initialized");
-  absl::Status refreshed = fleet_->Refresh();
-  if (!refreshed.ok()) return refreshed;
+  SY_RETURN_IF_ERROR(fleet_->WaitForView(kFleetViewTimeout));
   std::string platform, platform_version;
   PluginInfo plugin;
+  // Every device of the fleet, up or down: a slice that is down now keeps its devices
+  // (and fails what touches them with DATA_LOSS) until it comes back.
   for (DeviceEntry& entry : fleet_->Devices()) {
     if (platform.empty()) {
       platform = entry.plugin.platform_name();
@@ -239,9 +291,8 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
       continue;  // one platform per session: the client lowers for one
     }
     devices_[entry.info.global_id()] = entry;
-    WorkerConnection* worker = fleet_->Connection(entry.worker_address);
-    if (std::find(workers_.begin(), workers_.end(), worker) == workers_.end()) {
-      workers_.push_back(worker);
+    if (std::find(workers_.begin(), workers_.end(), entry.worker) == workers_.end()) {
+      workers_.push_back(entry.worker);
     }
   }
   response->set_session_id(id_);
@@ -268,7 +319,7 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
     SetAttribute(attributes, "coords",
                  std::vector<int64_t>{info.local_ordinal(), info.host_index(), 0});
     SetAttribute(attributes, "core_on_chip", int64_t{0});
-    SetAttribute(attributes, "host", entry.worker_address);
+    SetAttribute(attributes, "host", entry.worker->address());
     for (const MemoryInfo& memory : info.memories()) {
       wire::InitResponse::Memory* m = response->add_memories();
       m->set_id(next_memory_id);

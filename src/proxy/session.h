@@ -3,19 +3,28 @@
 // One client's session: the IFRT proxy requests of one `IfrtSession` stream, in
 // order, against the fleet. Holds the client's arrays, executables and futures;
 // destroying the session frees everything it put on workers.
-// Called from the session's stream thread only.
+// Called from the session's stream thread only; readiness checks and fetches are
+// answered later, from other threads, through the sink.
+//
+// Failure: whatever touches a lost worker fails with DATA_LOSS naming its slice and
+// host, at once when the loss is known and when it happens otherwise; nothing on the
+// other slices is disturbed. Programs are compiled again, transparently, on a worker
+// that came back.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "ifrt/ifrt_service.pb.h"
 #include "proxy/array_table.h"
+#include "proxy/call_set.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
 #include "proxy/response_sink.h"
@@ -30,12 +39,14 @@ namespace wire = ::xla::ifrt::proxy;
 struct ExecutablePart {
   WorkerConnection* worker = nullptr;
   uint64_t worker_id = 0;
+  uint64_t epoch = 0;  // the worker's epoch it was compiled in
   std::vector<int64_t> devices;  // global ids, in the worker's launch order
 };
 
 // A program compiled on one worker, or on every worker of a multi-host client.
 struct Executable {
   std::vector<ExecutablePart> parts;
+  CompileRequest request;  // as sent (but for the id), to compile it again
   std::string name;
   std::vector<int64_t> devices;  // all of them, in launch (logical device) order
   std::vector<DType> output_dtypes;
@@ -52,8 +63,11 @@ class Session {
  public:
   // `cancelled` says whether the client has gone; long waits check it. Answers that
   // come later go to `sink`.
+  // More than `num_elastic_slices` of the session's slices down at once fails the
+  // session (-1: never).
   Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers,
-          std::function<bool()> cancelled, std::shared_ptr<ResponseSink> sink);
+          std::function<bool()> cancelled, std::shared_ptr<ResponseSink> sink,
+          int num_elastic_slices = -1);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -64,6 +78,9 @@ class Session {
 
   uint64_t id() const { return id_; }
   size_t arrays() const { return arrays_.size(); }
+  // OK while the session can go on; DATA_LOSS, naming them, once more of its slices are
+  // down than --num_elastic_slices allows.
+  absl::Status Health() const;
 
  private:
   absl::Status Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response);
@@ -88,7 +105,10 @@ class Session {
                                  wire::RemapArraysResponse* response);
   absl::Status HandleReshardArrays(const wire::ReshardArraysRequest& request,
                                    wire::ReshardArraysResponse* response);
-  absl::Status HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request);
+  // Answered through the sink once the shards are gathered; the session goes on with
+  // the next request meanwhile, and the host buffer is visible to lookups at once.
+  absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
+                                     uint64_t op_id);
   // Answered through the sink once every worker holding the values says they are
   // computed; the session goes on with the next request meanwhile.
   absl::Status CheckValueReadyLater(const wire::CheckValueReadyRequest& request, uint64_t op_id);
@@ -114,15 +134,22 @@ class Session {
   uint64_t NewHandle();
   uint64_t NewFuture(absl::Status status);
   absl::StatusOr<const DeviceEntry*> SessionDevice(int64_t id) const;
-  absl::StatusOr<WorkerConnection*> WorkerOf(int64_t device);
+  absl::StatusOr<WorkerConnection*> WorkerOf(int64_t device) const;
+  // Answers `op_id` through `sink`: `status`, or OK with `fill` filling the response.
+  static void AnswerLater(ResponseSink& sink, uint64_t op_id, const absl::Status& status,
+                          const std::function<void(wire::IfrtResponse*)>& fill);
+  // The part compiled on its worker's current epoch: compiled again if the worker
+  // came back since; DATA_LOSS while it is down.
+  absl::Status RefreshPart(const Executable& executable, ExecutablePart* part);
   // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
   // A shard that is the whole dense buffer goes to its worker as the bytes arrive.
   absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,
                                                       Sharding sharding, const HostBuffer& host,
                                                       const std::vector<int64_t>& byte_strides);
-  // Gathers an array's shards into one host array laid out by `byte_strides`.
-  absl::StatusOr<std::unique_ptr<HostBytes>> FetchArray(const Array& array,
-                                         const std::vector<int64_t>& byte_strides);
+  // Gathers an array's shards into one host array laid out by `byte_strides`. Runs off
+  // the session thread: touches nothing of the session but `calls_`.
+  static absl::StatusOr<std::unique_ptr<HostBytes>> FetchArray(
+      const Array& array, const std::vector<int64_t>& byte_strides, CallSet* calls);
   // Copies one shard to another device or memory, worker to worker; shares it when
   // it is already there.
   absl::StatusOr<std::shared_ptr<RemoteBuffer>> CopyShard(const Array& array, size_t index,
@@ -151,6 +178,14 @@ class Session {
   std::map<uint64_t, absl::Status> futures_;
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
+  const int num_elastic_slices_;
+  // Fetches in flight on threads of their own; cancelled and joined at the end.
+  CallSet calls_;
+  struct Fetch {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  std::vector<Fetch> fetches_;
 };
 
 }  // namespace switchyard::proxy

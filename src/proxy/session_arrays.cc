@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/guarded.h"
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
@@ -22,6 +23,15 @@ constexpr absl::Duration kHostBufferWait = absl::Minutes(10);
 std::vector<int64_t> Strides(bool has, const wire::ByteStrides& strides) {
   if (!has) return {};
   return {strides.strides().begin(), strides.strides().end()};
+}
+
+// A piece of `source` for a transfer: where it is and the operation that makes it.
+void SetSource(const RemoteBuffer& source, WorkerConnection* destination, BufferPiece* piece) {
+  piece->set_source_address(source.worker() == destination ? "" : source.worker()->address());
+  piece->set_source_buffer_id(source.id());
+  piece->set_source_stream(source.made().stream);
+  piece->set_source_seq(source.made().seq);
+  piece->set_source_boot(source.worker()->boot_id());
 }
 
 }  // namespace
@@ -43,33 +53,35 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
     const uint64_t id = NewWorkerObjectId();
     const std::string memory_kind = sharding.memory_kind.value_or("");
+    uint64_t epoch;
     if (whole) {
       if (host.size() != NumElements(shape) * element_bytes) {
         return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
                                                        " bytes; the array needs ",
                                                        NumElements(shape) * element_bytes));
       }
-      SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, shape, host.size(), memory_kind,
-                                   [&](int64_t bytes) {
-                                     return host.WaitFor(bytes, absl::Now() + kHostBufferWait,
-                                                         cancelled_);
-                                   }));
+      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, shape, host.size(),
+                                           memory_kind, [&](int64_t bytes) {
+                                             return host.WaitFor(
+                                                 bytes, absl::Now() + kHostBufferWait, cancelled_);
+                                           }));
     } else {
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
       SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(all, shape, byte_strides, element_bytes,
                                                         layout.domains[i]));
-      SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), cut,
-                                   memory_kind));
+      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(),
+                                           cut, memory_kind));
     }
-    array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device);
+    array->shards[i] =
+        std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
   }
   array->sharding = std::move(sharding);
   return array;
 }
 
 absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
-    const Array& array, const std::vector<int64_t>& byte_strides) {
+    const Array& array, const std::vector<int64_t>& byte_strides, CallSet* calls) {
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
   const int64_t element_bytes = ElementBytes(array.dtype);
   SY_ASSIGN_OR_RETURN(int64_t region, HostRegionBytes(array.shape, byte_strides, element_bytes));
@@ -78,14 +90,26 @@ absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
   for (size_t i = 0; i < array.shards.size(); ++i) {
     if (!layout.holds[i] || array.shards[i] == nullptr) continue;
     if (std::find(done.begin(), done.end(), layout.domains[i]) != done.end()) continue;
-    const RemoteBuffer& shard = *array.shards[i];
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, GetBuffer(shard.worker(), shard.id()));
+    // Of the copies of this part, one that is not lost: a replicated array survives
+    // the loss of a slice.
+    size_t pick = i;
+    for (size_t k = i; k < array.shards.size(); ++k) {
+      if (layout.holds[k] && array.shards[k] != nullptr && layout.domains[k] == layout.domains[i] &&
+          array.shards[k]->Usable().ok()) {
+        pick = k;
+        break;
+      }
+    }
+    const RemoteBuffer& shard = *array.shards[pick];
+    SY_RETURN_IF_ERROR(shard.Usable());
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data,
+                        GetBuffer(shard.worker(), shard.id(), shard.made(), calls));
     if (byte_strides.empty() && layout.domains[i].shape() == array.shape &&
         static_cast<int64_t>(data->size()) == region) {
       return data;  // one shard holds it all, already dense
     }
     if (host == nullptr) {
-      host = std::make_unique<HostBytes>(region);
+      SY_ASSIGN_OR_RETURN(host, HostBytes::Allocate(region));
       std::memset(host->data(), 0, region);  // gaps between strided rows stay zero
     }
     SY_RETURN_IF_ERROR(InsertShard(absl::string_view(data->data(), data->size()), array.shape,
@@ -94,7 +118,7 @@ absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
     done.push_back(layout.domains[i]);
   }
   if (host == nullptr) {
-    host = std::make_unique<HostBytes>(region);
+    SY_ASSIGN_OR_RETURN(host, HostBytes::Allocate(region));
     std::memset(host->data(), 0, region);
   }
   return host;
@@ -110,6 +134,7 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
                                                                  int64_t to_device,
                                                                  const std::string& memory_kind) {
   std::shared_ptr<RemoteBuffer> from = array.shards[index];
+  SY_RETURN_IF_ERROR(from->Usable());
   if (from->device() == to_device && MemoryKind(array.sharding, from->device()) == memory_kind) {
     return from;
   }
@@ -124,18 +149,20 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   header->mutable_dims()->Add(dims.begin(), dims.end());
   header->set_size_bytes(NumElements(dims) * ElementBytes(array.dtype));
   header->set_memory_kind(memory_kind);
-  BufferPiece* piece = request.add_pieces();
-  piece->set_source_address(from->worker() == worker ? "" : from->worker()->address());
-  piece->set_source_buffer_id(from->id());
-  auto copy = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), to_device);
+  SetSource(*from, worker, request.add_pieces());
+  const uint64_t id = header->buffer_id();
   // The destination pulls straight from the source worker; `from` stays alive
   // (not deleted on its worker) until the pull is done.
   DispatchRequest op;
   *op.mutable_assemble() = std::move(request);
-  worker->Send(std::move(op), [worker, from](absl::Status status) {
-    if (!status.ok()) SY_LOG(Warning) << "transfer to " << worker->address() << " failed: " << status;
-  });
-  return copy;
+  SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket,
+                      worker->Send(std::move(op), [worker, from](absl::Status status) {
+                        if (!status.ok()) {
+                          SY_LOG(Warning) << "transfer to " << worker->address()
+                                          << " failed: " << status;
+                        }
+                      }));
+  return std::make_shared<RemoteBuffer>(worker, id, to_device, ticket);
 }
 
 absl::Status Session::HandleMakeArrayFromHostBuffer(
@@ -147,8 +174,9 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
   (void)host_buffers_->Delete(request.host_buffer_handle());
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
+  SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, FromShapeProto(request.shape()));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(dtype, FromShapeProto(request.shape()), std::move(sharding),
+                      PutHostArray(dtype, std::move(shape), std::move(sharding),
                                    *host, Strides(request.has_byte_strides(), request.byte_strides())));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
@@ -171,14 +199,14 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     for (int64_t device : sharding.devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
     auto array = std::make_shared<Array>();
     array->dtype = dtype;
-    array->shape = FromShapeProto(spec.array_spec().shape());
+    SY_ASSIGN_OR_RETURN(array->shape, FromShapeProto(spec.array_spec().shape()));
     array->shards.resize(sharding.devices.size());
     for (int b = 0; b < spec.host_buffers_size(); ++b) {
       const auto& buffer = spec.host_buffers(b);
       SY_ASSIGN_OR_RETURN(auto host,
                           host_buffers_->Lookup(buffer.host_buffer_handle(), kHostBufferWait, cancelled_));
       (void)host_buffers_->Delete(buffer.host_buffer_handle());
-      const std::vector<int64_t> shard_shape = FromShapeProto(buffer.shape());
+      SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shard_shape, FromShapeProto(buffer.shape()));
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
@@ -200,9 +228,10 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         const int64_t device = sharding.devices[index];
         SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
         const uint64_t id = NewWorkerObjectId();
-        SY_RETURN_IF_ERROR(PutBuffer(worker, id, device, dtype, shard_shape, data,
-                                     sharding.memory_kind.value_or("")));
-        array->shards[index] = std::make_shared<RemoteBuffer>(worker, id, device);
+        SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
+                                                      sharding.memory_kind.value_or("")));
+        array->shards[index] =
+            std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
       }
     }
     array->sharding = std::move(sharding);
@@ -221,7 +250,7 @@ absl::Status Session::HandleAssemble(const wire::AssembleArrayFromSingleDeviceAr
         request.single_device_array_handles_size(), " single-device arrays were given"));
   }
   auto array = std::make_shared<Array>();
-  array->shape = FromShapeProto(request.shape());
+  SY_ASSIGN_OR_RETURN(array->shape, FromShapeProto(request.shape()));
   array->shards.resize(sharding.devices.size());
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     SY_ASSIGN_OR_RETURN(auto part, arrays_.Get(request.single_device_array_handles(i)));
@@ -330,7 +359,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
                                                        const ::xla::ifrt::ArraySpecProto& spec,
                                                        bool reuse) {
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(spec.dtype()));
-  const std::vector<int64_t> shape = FromShapeProto(spec.shape());
+  SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, FromShapeProto(spec.shape()));
   if (dtype != array.dtype || shape != array.shape) {
     return absl::InvalidArgumentError("ReshardArrays changes only the sharding, not dtype or shape");
   }
@@ -356,6 +385,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
         return from.domains[c] == from.domains[i];
       });
       auto rank = [&](size_t k) {
+        if (!array.shards[k]->Usable().ok()) return 3;  // lost: only if nothing else has it
         return array.shards[k]->device() == device ? 0 : array.shards[k]->worker() == worker ? 1 : 2;
       };
       if (same == chosen.end()) {
@@ -399,8 +429,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       }
       if (empty && !shape.empty()) continue;
       const auto& shard = array.shards[c];
-      piece.set_source_address(shard->worker() == worker ? "" : shard->worker()->address());
-      piece.set_source_buffer_id(shard->id());
+      SY_RETURN_IF_ERROR(shard->Usable());
+      SetSource(*shard, worker, &piece);
       covered += NumElements({piece.size().begin(), piece.size().end()});
       *request.add_pieces() = std::move(piece);
       sources.push_back(shard);
@@ -408,12 +438,17 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     if (covered != NumElements(dims)) {
       return absl::InternalError("the source shards do not cover the resharded array");
     }
-    out->shards[j] = std::make_shared<RemoteBuffer>(worker, header->buffer_id(), device);
+    const uint64_t id = header->buffer_id();
     DispatchRequest op;
     *op.mutable_assemble() = std::move(request);
-    worker->Send(std::move(op), [worker, sources](absl::Status status) {
-      if (!status.ok()) SY_LOG(Warning) << "reshard on " << worker->address() << " failed: " << status;
-    });
+    SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket,
+                        worker->Send(std::move(op), [worker, sources](absl::Status status) {
+                          if (!status.ok()) {
+                            SY_LOG(Warning) << "reshard on " << worker->address()
+                                            << " failed: " << status;
+                          }
+                        }));
+    out->shards[j] = std::make_shared<RemoteBuffer>(worker, id, device, ticket);
   }
   out->sharding = std::move(sharding);
   return out;
@@ -445,7 +480,7 @@ absl::Status Session::HandleRemapArrays(const wire::RemapArraysRequest& request,
     const auto& spec = plan.output_specs(o);
     auto out = std::make_shared<Array>();
     SY_ASSIGN_OR_RETURN(out->dtype, FromDTypeProto(spec.dtype()));
-    out->shape = FromShapeProto(spec.shape());
+    SY_ASSIGN_OR_RETURN(out->shape, FromShapeProto(spec.shape()));
     SY_ASSIGN_OR_RETURN(out->sharding, ParseSharding(spec.sharding()));
     // The output's shards, in its device order, are the listed input shards in order.
     for (const auto& source : entry.sources()) {
@@ -501,11 +536,38 @@ absl::Status Session::HandleReshardArrays(const wire::ReshardArraysRequest& requ
   return absl::OkStatus();
 }
 
-absl::Status Session::HandleCopyToHostBuffer(const wire::CopyToHostBufferRequest& request) {
-  SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handle()));
-  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> host,
-                      FetchArray(*array, Strides(request.has_byte_strides(), request.byte_strides())));
-  return host_buffers_->Store(request.host_buffer_handle(), std::move(host));
+absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
+                                            uint64_t op_id) {
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
+  std::vector<int64_t> strides = Strides(request.has_byte_strides(), request.byte_strides());
+  SY_ASSIGN_OR_RETURN(int64_t region,
+                      HostRegionBytes(array->shape, strides, ElementBytes(array->dtype)));
+  // Visible to lookups at once; they wait for the bytes.
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
+                      host_buffers_->Expect(request.host_buffer_handle(), region));
+  for (auto it = fetches_.begin(); it != fetches_.end();) {  // reap finished fetches
+    if (it->finished->load()) {
+      it->thread.join();
+      it = fetches_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  fetches_.push_back(Fetch{
+      std::thread([this, array = std::move(array), strides = std::move(strides), host, op_id,
+                   finished] {
+        absl::StatusOr<std::unique_ptr<HostBytes>> bytes =
+            Guarded("CopyToHostBuffer", [&] { return FetchArray(*array, strides, &calls_); });
+        absl::Status status = bytes.ok() ? host->Fill(*std::move(bytes)) : bytes.status();
+        if (!status.ok()) host->Finish(status);
+        AnswerLater(*sink_, op_id, status, [](wire::IfrtResponse* response) {
+          response->mutable_copy_to_host_buffer_response();
+        });
+        finished->store(true);
+      }),
+      finished});
+  return absl::OkStatus();
 }
 
 absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& request,
@@ -513,19 +575,17 @@ absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& r
   std::map<WorkerConnection*, std::vector<uint64_t>> by_worker;
   for (uint64_t handle : request.value_handles()) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(handle));
+    SY_RETURN_IF_ERROR(array->Usable());  // lost: known now, said now
     for (const auto& shard : array->shards) {
       if (shard != nullptr) by_worker[shard->worker()].push_back(shard->id());
     }
   }
+  // Runs on a worker connection's reader thread, maybe after the session has ended:
+  // holds the sink, not the session.
   auto answer = [sink = sink_, op_id](const absl::Status& status) {
-    wire::IfrtResponse response;
-    response.mutable_response_metadata()->set_op_id(op_id);
-    if (status.ok()) {
-      response.mutable_check_value_ready_response();
-    } else {
-      *response.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
-    }
-    sink->Write(response);
+    AnswerLater(*sink, op_id, status, [](wire::IfrtResponse* response) {
+      response->mutable_check_value_ready_response();
+    });
   };
   if (by_worker.empty()) {
     answer(absl::OkStatus());

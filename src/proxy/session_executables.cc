@@ -6,7 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/wire_numbers.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
 #include "proxy/worker_calls.h"
@@ -29,13 +32,15 @@ absl::StatusOr<std::vector<int64_t>> ProgramDevices(const std::string& compile_o
   }
   const auto& assignment = options.executable_build_options().device_assignment();
   std::vector<int64_t> devices;
-  const int replicas = assignment.replica_count();
-  const int computations = assignment.computation_count();
+  const int64_t replicas = assignment.replica_count();
+  const int64_t computations = assignment.computation_count();
   if (computations != assignment.computation_devices_size()) {
     return absl::InvalidArgumentError("device assignment is inconsistent");
   }
-  for (int r = 0; r < replicas; ++r) {
-    for (int c = 0; c < computations; ++c) {
+  SY_RETURN_IF_ERROR(
+      CheckedProduct(replicas, computations, limits::kDevicesMax, "device assignment").status());
+  for (int64_t r = 0; r < replicas; ++r) {
+    for (int64_t c = 0; c < computations; ++c) {
       const auto& ids = assignment.computation_devices(c).replica_device_ids();
       if (r >= ids.size()) return absl::InvalidArgumentError("device assignment is inconsistent");
       devices.push_back(ids[r]);
@@ -58,7 +63,7 @@ absl::Status CheckMultiHostProgram(const std::vector<int64_t>& devices,
                                    const std::vector<const DeviceEntry*>& entries,
                                    size_t num_workers) {
   std::set<std::string> addresses;
-  for (const DeviceEntry* entry : entries) addresses.insert(entry->worker_address);
+  for (const DeviceEntry* entry : entries) addresses.insert(entry->worker->address());
   const DeviceEntry& first = *entries[0];
   for (const DeviceEntry* entry : entries) {
     const bool multi_host = entry->plugin.num_nodes() > 1;
@@ -67,7 +72,7 @@ absl::Status CheckMultiHostProgram(const std::vector<int64_t>& devices,
           "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","),
           "] span ", num_workers, " workers (", absl::StrJoin(addresses, ", "), ")",
           multi_host ? " of different slices"
-                     : absl::StrCat(", but worker ", entry->worker_address, " (",
+                     : absl::StrCat(", but worker ", entry->worker->address(), " (",
                                     entry->plugin.platform_name(),
                                     ") is not a host of a multi-host PJRT client (--num_nodes)"),
           ". A program runs within one worker, or within the hosts of one slice whose plugin "
@@ -140,8 +145,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   }
   // Every worker compiles the same program with the global assignment, at once.
   std::vector<CompileRequest> requests(workers.size(), compile);
-  std::vector<absl::StatusOr<CompileResponse>> compiled(workers.size(),
-                                                        absl::UnknownError("not compiled"));
+  std::vector<absl::StatusOr<Compiled>> compiled(workers.size(), absl::UnknownError("not compiled"));
   {
     std::vector<std::thread> threads;
     for (size_t w = 0; w < workers.size(); ++w) {
@@ -156,6 +160,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     for (std::thread& thread : threads) thread.join();
   }
   auto executable = std::make_shared<Executable>();
+  executable->request = std::move(compile);
   absl::Status failed;
   for (size_t w = 0; w < workers.size(); ++w) {
     if (!compiled[w].ok()) {
@@ -165,11 +170,13 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     ExecutablePart part;
     part.worker = workers[w];
     part.worker_id = requests[w].executable_id();
-    part.devices.assign(compiled[w]->device_ids().begin(), compiled[w]->device_ids().end());
+    part.epoch = compiled[w]->epoch;
+    part.devices.assign(compiled[w]->response.device_ids().begin(),
+                        compiled[w]->response.device_ids().end());
     executable->parts.push_back(std::move(part));  // deleted with `executable` on failure
   }
   SY_RETURN_IF_ERROR(failed);
-  const CompileResponse& first = *compiled[0];
+  const CompileResponse& first = compiled[0]->response;
   executable->name = first.name();
   if (workers.size() == 1) {
     executable->devices = executable->parts[0].devices;
@@ -214,6 +221,35 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     response->add_addressable_device_ids(static_cast<int32_t>(device));
   }
   response->set_ready_future_handle(NewFuture(absl::OkStatus()));
+  return absl::OkStatus();
+}
+
+absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* part) {
+  absl::Status current = part->worker->CheckEpoch(part->epoch);
+  if (current.ok()) return absl::OkStatus();
+  if (!part->worker->up()) return current;
+  // The worker came back: compile the program there again, for the same devices.
+  CompileRequest request = executable.request;
+  request.set_executable_id(NewWorkerObjectId());
+  absl::StatusOr<Compiled> compiled = Compile(part->worker, request);
+  if (!compiled.ok()) {
+    return absl::Status(compiled.status().code(),
+                        absl::StrCat("compiling '", executable.name, "' again on slice ",
+                                     part->worker->slice_index(), " host ",
+                                     part->worker->host_index(), ", which came back: ",
+                                     compiled.status().message()));
+  }
+  const std::vector<int64_t> devices(compiled->response.device_ids().begin(),
+                                     compiled->response.device_ids().end());
+  if (devices != part->devices) {
+    return absl::InternalError(absl::StrCat("'", executable.name, "' compiled again on slice ",
+                                            part->worker->slice_index(),
+                                            " runs on other devices than before"));
+  }
+  SY_LOG(Info) << "session " << id_ << ": compiled '" << executable.name << "' again on slice "
+               << part->worker->slice_index() << " host " << part->worker->host_index();
+  part->worker_id = request.executable_id();
+  part->epoch = compiled->epoch;
   return absl::OkStatus();
 }
 
@@ -270,6 +306,9 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.args_handles(i)));
     args.push_back(std::move(array));
   }
+  // A part whose worker came back is compiled there again; one whose worker is down
+  // fails the launch with DATA_LOSS.
+  for (ExecutablePart& part : executable->parts) SY_RETURN_IF_ERROR(RefreshPart(*executable, &part));
   auto shard_on = [&](size_t arg, int64_t device) -> absl::StatusOr<uint64_t> {
     const auto& list = args[arg]->sharding.devices;
     auto it = std::find(list.begin(), list.end(), device);
@@ -278,7 +317,9 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
           "argument ", arg, " has no shard on device ", device, " where executable '",
           executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
     }
-    return args[arg]->shards[it - list.begin()]->id();
+    const RemoteBuffer& shard = *args[arg]->shards[it - list.begin()];
+    SY_RETURN_IF_ERROR(shard.Usable());
+    return shard.id();
   };
   // One launch per worker, each with its devices' arguments and fresh output ids;
   // the outputs' shards are in the executable's device order. Everything is checked
@@ -308,33 +349,39 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
       positions[p].push_back(index);
     }
   }
-  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
-      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
   for (size_t p = 0; p < executable->parts.size(); ++p) {
     const ExecutablePart& part = executable->parts[p];
     ExecuteRequest* launch = launches[p].mutable_execute();
     for (size_t d = 0; d < part.devices.size(); ++d) {
-      const int64_t device = part.devices[d];
-      const size_t index = positions[p][d];
       BufferIdList* ids = launch->add_outputs();
-      for (size_t o = 0; o < outputs; ++o) {
-        const uint64_t id = NewWorkerObjectId();
-        ids->add_ids(id);
-        buffers[o][index] = std::make_shared<RemoteBuffer>(part.worker, id, device);
-      }
+      for (size_t o = 0; o < outputs; ++o) ids->add_ids(NewWorkerObjectId());
     }
   }
   // Sent, not awaited: the worker stores a failed launch's error under its outputs,
   // and whoever reads them gets it. Deleting the arguments or the executable later
   // goes on the same streams, so after this launch.
+  std::vector<WorkerConnection::Ticket> tickets;
   if (multi_worker) {
     std::vector<std::pair<WorkerConnection*, DispatchRequest>> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
-      parts.emplace_back(executable->parts[p].worker, std::move(launches[p]));
+      parts.emplace_back(executable->parts[p].worker, launches[p]);
     }
-    WorkerConnection::SendTogether(std::move(parts));
+    SY_ASSIGN_OR_RETURN(tickets, WorkerConnection::SendTogether(std::move(parts)));
   } else {
-    executable->parts[0].worker->Send(std::move(launches[0]));
+    SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket, executable->parts[0].worker->Send(launches[0]));
+    tickets.push_back(ticket);
+  }
+  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
+      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
+  for (size_t p = 0; p < executable->parts.size(); ++p) {
+    const ExecutablePart& part = executable->parts[p];
+    const ExecuteRequest& launch = launches[p].execute();
+    for (size_t d = 0; d < part.devices.size(); ++d) {
+      for (size_t o = 0; o < outputs; ++o) {
+        buffers[o][positions[p][d]] = std::make_shared<RemoteBuffer>(
+            part.worker, launch.outputs(d).ids(o), part.devices[d], tickets[p]);
+      }
+    }
   }
   // Donated arguments are consumed by the launch.
   std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
@@ -395,9 +442,12 @@ absl::Status Session::HandleFetchExecuteResult(
 absl::Status Session::HandleGetDefaultDeviceAssignment(
     const wire::GetDefaultDeviceAssignmentRequest& request,
     wire::GetDefaultDeviceAssignmentResponse* response) {
-  const uint64_t replicas = request.num_replicas();
-  const uint64_t partitions = request.num_partitions();
-  if (replicas == 0 || partitions == 0 || replicas * partitions > devices_.size()) {
+  const int64_t replicas = request.num_replicas();
+  const int64_t partitions = request.num_partitions();
+  absl::StatusOr<int64_t> wanted =
+      CheckedProduct(replicas, partitions, limits::kDevicesMax, "replicas x partitions");
+  if (!wanted.ok() || replicas == 0 || partitions == 0 ||
+      *wanted > static_cast<int64_t>(devices_.size())) {
     return absl::InvalidArgumentError(absl::StrCat("cannot assign ", replicas, " replicas x ",
                                                    partitions, " partitions to ", devices_.size(),
                                                    " devices"));
@@ -407,9 +457,9 @@ absl::Status Session::HandleGetDefaultDeviceAssignment(
   auto* assignment = response->mutable_device_assignment();
   assignment->set_replica_count(static_cast<int32_t>(replicas));
   assignment->set_computation_count(static_cast<int32_t>(partitions));
-  for (uint64_t p = 0; p < partitions; ++p) {
+  for (int64_t p = 0; p < partitions; ++p) {
     auto* computation = assignment->add_computation_devices();
-    for (uint64_t r = 0; r < replicas; ++r) computation->add_replica_device_ids(ids[r * partitions + p]);
+    for (int64_t r = 0; r < replicas; ++r) computation->add_replica_device_ids(ids[r * partitions + p]);
   }
   return absl::OkStatus();
 }

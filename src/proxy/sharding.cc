@@ -5,6 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
+#include "common/status_macros.h"
+#include "common/wire_numbers.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -22,9 +25,10 @@ std::vector<int64_t> Devices(const ::xla::ifrt::DeviceListProto& list) {
 // The tile assignment as a flat list of device-list indices, row-major over
 // `tile_assignment_dimensions` (explicit, or an iota reshaped and transposed).
 absl::StatusOr<std::vector<int64_t>> TileAssignment(const OpSharding& op) {
-  const int64_t tiles = std::accumulate(op.tile_assignment_dimensions().begin(),
-                                        op.tile_assignment_dimensions().end(), int64_t{1},
-                                        std::multiplies<int64_t>());
+  const std::vector<int64_t> dims(op.tile_assignment_dimensions().begin(),
+                                  op.tile_assignment_dimensions().end());
+  SY_ASSIGN_OR_RETURN(const int64_t tiles,
+                      CheckedTiles(dims, limits::kDevicesMax, "tile assignment"));
   if (op.tile_assignment_devices_size() > 0) {
     if (op.tile_assignment_devices_size() != tiles) {
       return absl::InvalidArgumentError("tile assignment size does not match its dimensions");
@@ -34,6 +38,7 @@ absl::StatusOr<std::vector<int64_t>> TileAssignment(const OpSharding& op) {
   }
   std::vector<int64_t> reshape(op.iota_reshape_dims().begin(), op.iota_reshape_dims().end());
   if (reshape.empty()) reshape = {tiles};
+  SY_ASSIGN_OR_RETURN(const int64_t iota, CheckedTiles(reshape, limits::kDevicesMax, "iota tile assignment"));
   std::vector<int> perm(op.iota_transpose_perm().begin(), op.iota_transpose_perm().end());
   if (perm.empty()) {
     perm.resize(reshape.size());
@@ -48,13 +53,13 @@ absl::StatusOr<std::vector<int64_t>> TileAssignment(const OpSharding& op) {
     }
     transposed[k] = reshape[perm[k]];
   }
+  if (iota != tiles) return absl::InvalidArgumentError("iota size does not match the tiles");
   std::vector<int64_t> source_strides(reshape.size());
   int64_t stride = 1;
   for (int k = static_cast<int>(reshape.size()) - 1; k >= 0; --k) {
     source_strides[k] = stride;
     stride *= reshape[k];
   }
-  if (stride != tiles) return absl::InvalidArgumentError("iota size does not match the tiles");
   std::vector<int64_t> out;
   out.reserve(tiles);
   std::vector<int64_t> q(perm.size(), 0);
@@ -87,8 +92,7 @@ absl::StatusOr<OpSharding> NamedToTileForm(const switchyard::xla::NamedShardingP
   const auto& mesh = named.mesh();
   std::vector<int64_t> sizes;
   for (const auto& axis : mesh.axes()) sizes.push_back(axis.size());
-  const int64_t devices = std::accumulate(sizes.begin(), sizes.end(), int64_t{1},
-                                          std::multiplies<int64_t>());
+  SY_ASSIGN_OR_RETURN(const int64_t devices, CheckedTiles(sizes, limits::kDevicesMax, "mesh"));
   std::vector<int64_t> ids(mesh.device_ids().begin(), mesh.device_ids().end());
   if (sizes.empty()) {
     // An empty mesh with one device id is maximal on it; without ids it places

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -21,16 +22,6 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
 }
 
-// Names the worker in the error, keeping the code.
-absl::Status Annotate(const absl::Status& status, WorkerConnection* worker) {
-  if (status.ok()) return status;
-  if (absl::IsUnavailable(status)) {
-    return absl::UnavailableError(
-        absl::StrCat("worker ", worker->address(), " is unreachable: ", status.message()));
-  }
-  return status;
-}
-
 }  // namespace
 
 uint64_t NewWorkerObjectId() {
@@ -42,22 +33,24 @@ uint64_t NewWorkerObjectId() {
   return next.fetch_add(1);
 }
 
-absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, absl::string_view data,
-                       const std::string& memory_kind) {
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims,
+                                   absl::string_view data, const std::string& memory_kind) {
   return PutBuffer(worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
                    [data](int64_t bytes) -> absl::StatusOr<absl::string_view> {
                      return data.substr(0, bytes);
                    });
 }
 
-absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, int64_t size,
-                       const std::string& memory_kind, const BytePrefix& prefix) {
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims, int64_t size,
+                                   const std::string& memory_kind, const BytePrefix& prefix) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return call.status();
   PutBufferResponse response;
-  auto writer = worker->stub()->PutBuffer(&context, &response);
+  auto writer = call->stub->PutBuffer(&context, &response);
   PutBufferChunk chunk;
   BufferHeader* header = chunk.mutable_header();
   header->set_buffer_id(buffer_id);
@@ -81,24 +74,47 @@ absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t dev
     offset += n;
   } while (offset < size);
   writer->WritesDone();
-  return Annotate(FromGrpcStatus(writer->Finish()), worker);
+  absl::Status status = FromGrpcStatus(writer->Finish());
+  if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  return call->epoch;
 }
 
 absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
-                                                      uint64_t buffer_id) {
+                                                      uint64_t buffer_id,
+                                                      const WorkerConnection::Ticket& ticket,
+                                                      CallSet* calls) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return call.status();
+  if (call->epoch != ticket.epoch) return worker->CheckEpoch(ticket.epoch);
+  if (calls != nullptr && !calls->Add(&context)) {
+    calls->Remove(&context);
+    return absl::CancelledError("the session ended");
+  }
+  absl::Cleanup unregister = [&] {
+    if (calls != nullptr) calls->Remove(&context);
+  };
   GetBufferRequest request;
   request.set_buffer_id(buffer_id);
-  request.set_wait_ms(limits::kBufferWaitMs);  // its launch may still be queued
-  auto reader = worker->stub()->GetBuffer(&context, request);
+  // Waits on the worker exactly until the operation making it has run.
+  request.set_after_stream(ticket.stream);
+  request.set_after_seq(ticket.seq);
+  auto reader = call->stub->GetBuffer(&context, request);
   GetBufferChunk chunk;
   std::unique_ptr<HostBytes> data;
   size_t filled = 0;
   absl::Status bad;
   while (reader->Read(&chunk)) {
     if (chunk.has_header() && data == nullptr) {
-      data = std::make_unique<HostBytes>(chunk.header().size_bytes());
+      absl::StatusOr<std::unique_ptr<HostBytes>> allocated =
+          HostBytes::Allocate(chunk.header().size_bytes());
+      if (!allocated.ok()) {
+        bad = allocated.status();
+        context.TryCancel();
+        break;
+      }
+      data = *std::move(allocated);
     }
     if (data == nullptr || filled + chunk.data().size() > data->size()) {
       bad = absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent buffer ",
@@ -109,9 +125,9 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
     std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
     filled += chunk.data().size();
   }
-  absl::Status status = Annotate(FromGrpcStatus(reader->Finish()), worker);
-  if (status.ok()) status = bad;
-  if (!status.ok()) return status;
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!bad.ok()) return bad;
+  if (!status.ok()) return worker->CallFailed(call->epoch, status);
   if (data == nullptr || filled != data->size()) {
     return absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent ", filled,
                                             " bytes of buffer ", buffer_id));
@@ -119,14 +135,17 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
   return data;
 }
 
-absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request) {
+absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);
-  CompileResponse response;
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return call.status();
+  Compiled compiled;
+  compiled.epoch = call->epoch;
   absl::Status status =
-      Annotate(FromGrpcStatus(worker->stub()->Compile(&context, request, &response)), worker);
-  if (!status.ok()) return status;
-  return response;
+      FromGrpcStatus(call->stub->Compile(&context, request, &compiled.response));
+  if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  return compiled;
 }
 
 }  // namespace switchyard::proxy

@@ -1,8 +1,9 @@
 #pragma once
 
-// The worker's unary calls as the proxy uses them: statuses converted, deadlines set,
-// buffers streamed in chunks. Launches, transfers and deletions go on the ordered
-// operation stream instead (`WorkerConnection::Send`).
+// The worker's unary calls as the proxy uses them: the call metadata set, deadlines
+// set, buffers streamed in chunks, and a worker that cannot be reached reported as
+// DATA_LOSS (its connection's epoch ends). Launches, transfers and deletions go on the
+// ordered operation stream instead (`WorkerConnection::Send`).
 
 #include <cstdint>
 #include <functional>
@@ -13,7 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "common/host_bytes.h"
-#include "proxy/fleet.h"
+#include "proxy/call_set.h"
+#include "proxy/worker_connection.h"
 #include "switchyard/worker.pb.h"
 
 namespace switchyard::proxy {
@@ -21,18 +23,29 @@ namespace switchyard::proxy {
 // A fresh buffer or executable id, unique across this proxy process.
 uint64_t NewWorkerObjectId();
 
-absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, absl::string_view data,
-                       const std::string& memory_kind);
-// The same for `size` bytes that may still be arriving: `prefix(n)` returns the first
-// n bytes once it has them (or why they will not come); each chunk goes out as soon
-// as it is there.
+// The bytes a put sends: `prefix(n)` returns the first n bytes once it has them (or why
+// they will not come); each chunk goes out as soon as it is there.
 using BytePrefix = std::function<absl::StatusOr<absl::string_view>(int64_t bytes)>;
-absl::Status PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device, DType dtype,
-                       const std::vector<int64_t>& dims, int64_t size,
-                       const std::string& memory_kind, const BytePrefix& prefix);
+
+// Puts a buffer; returns the epoch it was made in.
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims,
+                                   absl::string_view data, const std::string& memory_kind);
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims, int64_t size,
+                                   const std::string& memory_kind, const BytePrefix& prefix);
+
+// Reads a buffer made in `epoch` by operation `ticket` (waiting on the worker exactly
+// until that operation has run). `calls`, if given, can cancel the read.
 absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
-                                                      uint64_t buffer_id);
-absl::StatusOr<CompileResponse> Compile(WorkerConnection* worker, const CompileRequest& request);
+                                                      uint64_t buffer_id,
+                                                      const WorkerConnection::Ticket& ticket,
+                                                      CallSet* calls = nullptr);
+
+struct Compiled {
+  CompileResponse response;
+  uint64_t epoch = 0;
+};
+absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request);
 
 }  // namespace switchyard::proxy

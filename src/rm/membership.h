@@ -3,6 +3,15 @@
 // The fleet as the resource manager sees it: which worker holds each
 // (slice, host), the global device ids, and health from heartbeats. Pure logic,
 // no I/O: time comes in as arguments. Not thread-safe; `RmService` serializes calls.
+//
+// Contracts:
+// - A device id, once given to (slice, host, ordinal), is never given to anything else,
+//   also across RM restarts when the state is restored (`Export`/`Restore`).
+// - Down is a state, not an absence: a host that stops heartbeating stays listed
+//   (unhealthy, same ids) until it re-registers, or until `forget_after` has passed.
+// - `version()` grows with every change a watcher must see; equal versions mean equal
+//   fleets (up to heartbeat ages).
+// - Every number of a registration is checked against the limits in common/limits.h.
 
 #include <cstdint>
 #include <map>
@@ -17,15 +26,26 @@
 
 namespace switchyard::rm {
 
+struct MembershipOptions {
+  // A host is unhealthy once this passes without a heartbeat.
+  absl::Duration heartbeat_timeout = absl::Seconds(2);
+  // A host that has been down this long is no longer listed (its ids stay reserved).
+  absl::Duration forget_after = absl::Hours(1);
+  // After a restore, how long hosts have to re-register before they count as down.
+  absl::Duration rejoin_grace = absl::Seconds(10);
+};
+
 class Membership {
  public:
-  // A host is unhealthy once `heartbeat_timeout` passes without a heartbeat.
-  explicit Membership(absl::Duration heartbeat_timeout) : heartbeat_timeout_(heartbeat_timeout) {}
+  explicit Membership(MembershipOptions options) : options_(options) {}
+  explicit Membership(absl::Duration heartbeat_timeout)
+      : Membership(MembershipOptions{.heartbeat_timeout = heartbeat_timeout}) {}
 
   // Admits a worker, assigning global device ids stable for (slice, host, ordinal).
   // `incarnation` must be unique; it names this registration in heartbeats.
-  // INVALID_ARGUMENT: missing or inconsistent fields. ALREADY_EXISTS: a live worker
-  // at another address holds the same (slice, host).
+  // INVALID_ARGUMENT: missing, inconsistent or out-of-range fields. ALREADY_EXISTS: a
+  // live worker at another address holds the same (slice, host). RESOURCE_EXHAUSTED:
+  // the fleet is at its host or device id limit.
   absl::StatusOr<RegisterWorkerResponse> Register(const RegisterWorkerRequest& request,
                                                   uint64_t incarnation, absl::Time now);
 
@@ -33,10 +53,19 @@ class Membership {
   // register again.
   absl::Status Heartbeat(uint64_t incarnation, absl::Time now);
 
-  // Declares hosts dead whose heartbeats stopped; returns them, for logging.
+  // Declares hosts dead whose heartbeats stopped (returned, for logging), ends the
+  // rejoin grace of restored hosts, and forgets hosts down for `forget_after`.
   std::vector<HostStatus> Sweep(absl::Time now);
 
   Fleet Snapshot(absl::Time now) const;
+  uint64_t version() const { return version_; }
+
+  // What must survive an RM restart: the ids handed out and the hosts known.
+  RmState Export() const;
+  // Loads an exported state into an empty membership; its hosts are `rejoining` until
+  // they register again or `rejoin_grace` passes. INVALID_ARGUMENT for a state that
+  // contradicts itself (one id for two devices).
+  absl::Status Restore(const RmState& state, absl::Time now);
 
  private:
   using HostKey = std::pair<int, int>;  // (slice_index, host_index)
@@ -45,16 +74,20 @@ class Membership {
     uint64_t incarnation = 0;
     absl::Time last_heartbeat;
     bool alive = false;  // false once declared dead; only a registration revives it
+    bool rejoining = false;  // restored from a state file, not registered since
+    absl::Time down_since;
     int64_t registrations = 0;
   };
 
   bool Healthy(const Host& host, absl::Time now) const;
-  int64_t DeviceId(int slice, int host, int ordinal);
+  absl::Status CheckRequest(const RegisterWorkerRequest& request) const;
+  HostStatus Status(const HostKey& key, const Host& host, absl::Time now) const;
 
-  absl::Duration heartbeat_timeout_;
+  MembershipOptions options_;
   std::map<HostKey, Host> hosts_;
   std::map<std::tuple<int, int, int>, int64_t> device_ids_;
   int64_t next_device_id_ = 0;
+  uint64_t version_ = 1;
 };
 
 }  // namespace switchyard::rm

@@ -29,11 +29,11 @@ class ResourceManagerImpl final : public ResourceManagerServer {
 
   void Shutdown() override {
     if (server_.server == nullptr) return;
+    service_->Stop();  // ends the fleet watches, which would hold up the shutdown
     server_.server->Shutdown();
     server_.server->Wait();
     server_.server.reset();
     metrics_.reset();
-    service_->Stop();
   }
 
  private:
@@ -66,7 +66,12 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
                               : defaults.heartbeat_period;
   int misses = options.heartbeat_misses_max > 0 ? options.heartbeat_misses_max
                                                 : defaults.heartbeat_misses_max;
-  auto service = std::make_unique<RmService>(clock, period, misses);
+  MembershipOptions membership;
+  membership.heartbeat_timeout = period * misses;
+  membership.forget_after = absl::Milliseconds(limits::kHostForgetAfterMs);
+  membership.rejoin_grace = absl::Milliseconds(limits::kRejoinGraceMs);
+  auto service = std::make_unique<RmService>(clock, period, membership, options.state_file);
+  SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
   SY_LOG(Info) << "resource manager listening on " << options.listen_host << ":" << server.port;

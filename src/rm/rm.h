@@ -19,6 +19,9 @@ struct RmOptions {
   int heartbeat_misses_max = 0;
   const Clock* clock = nullptr;  // nullptr: the real clock
   int metrics_port = -1;          // Prometheus /metrics on listen_host; -1: off, 0: a free port
+  // Where the device ids and hosts are kept across restarts; empty: nowhere (a
+  // restarted RM then numbers devices afresh, in join order).
+  std::string state_file;
 };
 
 // Fills unset options with the defaults from common/limits.h.
@@ -26,7 +29,8 @@ RmOptions DefaultRmOptions();
 
 class ResourceManagerServer {
  public:
-  // Starts serving rm.proto and the health sweeper. UNAVAILABLE if the port is taken.
+  // Starts serving rm.proto and the health sweeper. UNAVAILABLE if the port is taken;
+  // INVALID_ARGUMENT for a state file that is not an RM state.
   static absl::StatusOr<std::unique_ptr<ResourceManagerServer>> Start(const RmOptions& options);
   virtual ~ResourceManagerServer() = default;
 

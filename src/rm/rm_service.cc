@@ -1,38 +1,95 @@
 #include "rm/rm_service.h"
 
 #include "absl/strings/str_join.h"
+#include "common/files.h"
 #include "common/grpc_status.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 
 namespace switchyard::rm {
 
 RmService::RmService(const Clock* clock, absl::Duration heartbeat_period,
-                     int heartbeat_misses_max)
+                     MembershipOptions options, std::string state_file)
     : clock_(clock),
       heartbeat_period_(heartbeat_period),
-      membership_(heartbeat_period * heartbeat_misses_max),
-      sweeper_([this] { SweepLoop(); }) {}
+      state_file_(std::move(state_file)),
+      membership_(options) {}
 
 RmService::~RmService() { Stop(); }
 
+absl::Status RmService::Start() {
+  if (!state_file_.empty()) {
+    absl::StatusOr<std::string> bytes = ReadWholeFile(state_file_);
+    if (bytes.ok()) {
+      RmState state;
+      if (!state.ParseFromString(*bytes)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the state file ", state_file_, " is not an RM state; move it away to start afresh "
+            "(device ids will then be assigned anew)"));
+      }
+      absl::MutexLock lock(&mutex_);
+      absl::Status restored = membership_.Restore(state, clock_->Now());
+      if (!restored.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the state file ", state_file_, " is inconsistent: ", restored.message()));
+      }
+      SY_LOG(Info) << "restored " << state.device_ids_size() << " device ids and "
+                   << state.hosts_size() << " hosts from " << state_file_
+                   << "; waiting for the hosts to register again";
+      absl::MutexLock save_lock(&save_mutex_);
+      saved_ = *std::move(bytes);
+    } else if (!absl::IsNotFound(bytes.status())) {
+      return bytes.status();
+    }
+  }
+  sweeper_ = std::thread([this] { SweepLoop(); });
+  return absl::OkStatus();
+}
+
 void RmService::Stop() {
+  {
+    absl::MutexLock lock(&mutex_);
+    stopping_ = true;
+  }
   if (!stop_.HasBeenNotified()) stop_.Notify();
   if (sweeper_.joinable()) sweeper_.join();
+}
+
+void RmService::SaveState() {
+  if (state_file_.empty()) return;
+  absl::MutexLock save_lock(&save_mutex_);
+  std::string bytes;
+  {
+    absl::MutexLock lock(&mutex_);
+    bytes = membership_.Export().SerializeAsString();
+  }
+  if (bytes == saved_) return;
+  absl::Status written = WriteFileAtomically(state_file_, bytes);
+  if (!written.ok()) {
+    SY_LOG(Error) << "cannot save the RM state (device ids would change if the RM restarted now): "
+                  << written;
+    return;
+  }
+  saved_ = std::move(bytes);
 }
 
 void RmService::SweepLoop() {
   while (!stop_.WaitForNotificationWithTimeout(heartbeat_period_ / 2)) {
     std::vector<HostStatus> died;
+    uint64_t before, after;
     {
       absl::MutexLock lock(&mutex_);
+      before = membership_.version();
       died = membership_.Sweep(clock_->Now());
+      after = membership_.version();
     }
     for (const HostStatus& host : died) {
       SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index()
                       << " host " << host.host_index() << ") is unhealthy: no heartbeat for "
                       << host.last_heartbeat_age_ms() << " ms";
     }
+    if (after != before) SaveState();  // forgotten hosts leave the file too
   }
 }
 
@@ -47,10 +104,11 @@ grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
     result = membership_.Register(*request, incarnation, clock_->Now());
   }
   if (!result.ok()) {
-    SY_LOG(Warning) << "refused registration from " << request->address() << ": "
+    SY_LOG(Warning) << "refused registration from " << request->address().substr(0, 256) << ": "
                     << result.status().message();
     return ToGrpcStatus(result.status());
   }
+  SaveState();
   *response = *std::move(result);
   response->set_heartbeat_period_ms(absl::ToInt64Milliseconds(heartbeat_period_));
   std::vector<int64_t> ids;
@@ -83,7 +141,8 @@ std::string RmService::RenderMetrics() {
            "state=\"unhealthy\"")
       .Add("switchyard_rm_slices", "gauge", "Slices whose hosts are all healthy.", healthy_slices)
       .Add("switchyard_rm_devices", "gauge", "Devices on healthy hosts.", devices)
-      .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size());
+      .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size())
+      .Add("switchyard_rm_kv_bytes", "gauge", "Bytes in the bootstrap key-value store.", kv_.bytes());
   return text.str();
 }
 
@@ -100,9 +159,40 @@ grpc::Status RmService::GetFleet(grpc::ServerContext* context, const GetFleetReq
   return grpc::Status::OK;
 }
 
-}  // namespace switchyard::rm
-
-namespace switchyard::rm {
+grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFleetRequest* request,
+                                   grpc::ServerWriter<Fleet>* writer) {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (watchers_ >= limits::kFleetWatchersMax) {
+      return ToGrpcStatus(absl::ResourceExhaustedError(
+          absl::StrCat(watchers_, " fleet watches are open, the limit")));
+    }
+    ++watchers_;
+  }
+  uint64_t sent = 0;
+  while (true) {
+    Fleet fleet;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stopping_ || membership_.version() != sent;
+      };
+      // Wakes now and then to notice a watcher that went away.
+      mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
+      if (stopping_ || context->IsCancelled()) {
+        --watchers_;
+        return grpc::Status::OK;
+      }
+      if (membership_.version() == sent) continue;
+      fleet = membership_.Snapshot(clock_->Now());
+      sent = fleet.version();
+    }
+    if (!writer->Write(fleet)) break;
+  }
+  absl::MutexLock lock(&mutex_);
+  --watchers_;
+  return grpc::Status::OK;
+}
 
 grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
                                     KeyValuePutResponse* response) {
@@ -114,7 +204,8 @@ grpc::Status RmService::KeyValueGet(grpc::ServerContext* context, const KeyValue
   // Bounded by the client's own deadline too: a waiting get never outlives its call.
   absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(0, request->timeout_ms()));
   const absl::Time deadline = absl::FromChrono(context->deadline());
-  timeout = std::min(timeout, std::max(absl::ZeroDuration(), deadline - absl::Now()));
+  timeout = std::min({timeout, std::max(absl::ZeroDuration(), deadline - absl::Now()),
+                      absl::Milliseconds(limits::kKvGetWaitMaxMs)});
   auto value = kv_.Get(request->key(), timeout);
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(*std::move(value));

@@ -1,13 +1,15 @@
 #pragma once
 
-// gRPC adapter for rm.proto over `Membership`, plus the health sweeper thread.
+// gRPC adapter for rm.proto over `Membership`, plus the health sweeper thread and the
+// state file that lets a restarted RM keep every device id.
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "absl/random/random.h"
-#include "absl/synchronization/notification.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "rm/kv_store.h"
 #include "rm/membership.h"
@@ -17,8 +19,14 @@ namespace switchyard::rm {
 
 class RmService final : public ::switchyard::ResourceManager::Service {
  public:
-  RmService(const Clock* clock, absl::Duration heartbeat_period, int heartbeat_misses_max);
+  // `state_file` empty: nothing persists across restarts.
+  RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,
+            std::string state_file);
   ~RmService() override;
+
+  // Loads the state file, if there is one, and starts the sweeper. INVALID_ARGUMENT
+  // for a state file that cannot be parsed (refusing to start beats renumbering).
+  absl::Status Start();
 
   grpc::Status RegisterWorker(grpc::ServerContext* context, const RegisterWorkerRequest* request,
                               RegisterWorkerResponse* response) override;
@@ -26,24 +34,34 @@ class RmService final : public ::switchyard::ResourceManager::Service {
                          HeartbeatResponse* response) override;
   grpc::Status GetFleet(grpc::ServerContext* context, const GetFleetRequest* request,
                         Fleet* response) override;
+  grpc::Status WatchFleet(grpc::ServerContext* context, const WatchFleetRequest* request,
+                          grpc::ServerWriter<Fleet>* writer) override;
   grpc::Status KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
                            KeyValuePutResponse* response) override;
   grpc::Status KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
                            KeyValueGetResponse* response) override;
 
-  // Joins the sweeper thread. Idempotent.
-  void Stop();
+  // Ends the watches and joins the sweeper thread. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
   // The Prometheus text exposition of the fleet's state.
   std::string RenderMetrics() ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void SweepLoop();
+  // Writes the state if it changed since the last write. Not under `mutex_`: a slow
+  // disk delays only the registration that changed the state.
+  void SaveState() ABSL_LOCKS_EXCLUDED(mutex_, save_mutex_);
 
   const Clock* clock_;
   const absl::Duration heartbeat_period_;
+  const std::string state_file_;
   absl::Mutex mutex_;
   Membership membership_ ABSL_GUARDED_BY(mutex_);
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+  int64_t watchers_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Mutex save_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  std::string saved_ ABSL_GUARDED_BY(save_mutex_);  // what the file holds
   KvStore kv_;
   absl::Notification stop_;
   std::thread sweeper_;

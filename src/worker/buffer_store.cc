@@ -5,10 +5,11 @@
 namespace switchyard::worker {
 
 absl::Status BufferStore::Add(uint64_t id, int64_t device_id,
-                              std::unique_ptr<pjrt::Buffer> buffer) {
+                              std::unique_ptr<pjrt::Buffer> buffer, uint64_t owner) {
   if (id == 0) return absl::InvalidArgumentError("buffer id 0 is reserved");
   auto entry = std::make_shared<StoredBuffer>();
   entry->device_id = device_id;
+  entry->owner = owner;
   entry->buffer = std::move(buffer);
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = buffers_.try_emplace(id, entry);
@@ -17,10 +18,11 @@ absl::Status BufferStore::Add(uint64_t id, int64_t device_id,
   return absl::OkStatus();
 }
 
-void BufferStore::AddError(uint64_t id, absl::Status error) {
+void BufferStore::AddError(uint64_t id, absl::Status error, uint64_t owner) {
   if (id == 0) return;
   auto entry = std::make_shared<StoredBuffer>();
   entry->error = std::move(error);
+  entry->owner = owner;
   absl::MutexLock lock(&mutex_);
   buffers_.try_emplace(id, std::move(entry));
 }
@@ -60,6 +62,22 @@ std::vector<uint64_t> BufferStore::Delete(const std::vector<uint64_t>& ids) {
     buffers_.erase(it);
   }
   return not_found;
+}
+
+int64_t BufferStore::DeleteOwned(uint64_t owner) {
+  if (owner == 0) return 0;
+  std::vector<std::shared_ptr<const StoredBuffer>> doomed;  // freed outside the lock
+  absl::MutexLock lock(&mutex_);
+  for (auto it = buffers_.begin(); it != buffers_.end();) {
+    if (it->second->owner != owner) {
+      ++it;
+      continue;
+    }
+    if (it->second->buffer != nullptr) bytes_ -= it->second->buffer->host_size_bytes();
+    doomed.push_back(std::move(it->second));
+    buffers_.erase(it++);
+  }
+  return doomed.size();
 }
 
 int64_t BufferStore::size() const {

@@ -17,6 +17,7 @@ namespace switchyard::worker {
 
 struct StoredBuffer {
   int64_t device_id = 0;  // global
+  uint64_t owner = 0;     // who made it (OwnerLeases); 0: nobody in particular
   std::unique_ptr<pjrt::Buffer> buffer;  // null when `error` is set
   absl::Status error;  // why the operation meant to produce this buffer failed
 };
@@ -24,10 +25,10 @@ struct StoredBuffer {
 class BufferStore {
  public:
   // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
-  absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
+                   uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
   // Records that the buffer `id` will never be made, and why; readers get `error`.
-  void AddError(uint64_t id, absl::Status error) ABSL_LOCKS_EXCLUDED(mutex_);
+  void AddError(uint64_t id, absl::Status error, uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
   // The buffer, or the error stored in its place; NOT_FOUND for an unknown id.
   absl::StatusOr<std::shared_ptr<const StoredBuffer>> Get(uint64_t id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -39,6 +40,8 @@ class BufferStore {
   bool Contains(uint64_t id) const ABSL_LOCKS_EXCLUDED(mutex_);
   // Returns the ids that were not there.
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Deletes everything `owner` made; returns how many. Owner 0 owns nothing.
+  int64_t DeleteOwned(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);

@@ -1,6 +1,9 @@
 #include "worker/executor.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/guarded.h"
+#include "common/limits.h"
+#include "common/wire_numbers.h"
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
 #include "xla/compile_options.pb.h"
@@ -48,7 +51,9 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   }
   const int64_t replicas = build->num_replicas();
   const int64_t partitions = build->num_partitions();
-  if (replicas * partitions != static_cast<int64_t>(device_ids.size())) {
+  SY_ASSIGN_OR_RETURN(const int64_t wanted, CheckedProduct(replicas, partitions, limits::kDevicesMax,
+                                                           "replicas x partitions"));
+  if (wanted != static_cast<int64_t>(device_ids.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("the program has ", replicas, " replicas x ", partitions,
                      " partitions but the request names ", device_ids.size(), " devices"));
@@ -67,7 +72,7 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   return options.SerializeAsString();
 }
 
-absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request) {
+absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request, uint64_t owner) {
   if (request.executable_id() == 0) {
     return absl::InvalidArgumentError("executable id 0 is reserved");
   }
@@ -120,7 +125,8 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request)
     }
   }
   absl::MutexLock lock(&mutex_);
-  auto [it, inserted] = executables_.try_emplace(request.executable_id(), std::move(executable));
+  auto [it, inserted] =
+      executables_.try_emplace(request.executable_id(), Loaded{std::move(executable), owner});
   if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("executable ", request.executable_id(), " already exists"));
@@ -128,20 +134,20 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request)
   return response;
 }
 
-absl::Status Executor::Execute(const ExecuteRequest& request) {
-  absl::Status status = Launch(request);
+absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner) {
+  absl::Status status = Guarded("Execute", [&] { return Launch(request, owner); });
   if (!status.ok()) {
     // Whoever waits for the outputs learns why they will not come.
     for (const BufferIdList& list : request.outputs()) {
       for (uint64_t id : list.ids()) {
-        if (!buffers_->Contains(id)) buffers_->AddError(id, status);
+        if (!buffers_->Contains(id)) buffers_->AddError(id, status, owner);
       }
     }
   }
   return status;
 }
 
-absl::Status Executor::Launch(const ExecuteRequest& request) {
+absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   std::shared_ptr<const pjrt::Executable> executable;
   {
     absl::MutexLock lock(&mutex_);
@@ -149,7 +155,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
     if (it == executables_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown executable ", request.executable_id()));
     }
-    executable = it->second;
+    executable = it->second.executable;
   }
   const size_t num_devices = executable->device_ordinals().size();
   const size_t num_outputs = executable->outputs().size();
@@ -198,7 +204,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request) {
                         devices_->GlobalIdOf(executable->device_ordinals()[d]));
     for (size_t o = 0; o < num_outputs; ++o) {
       absl::Status added =
-          buffers_->Add(request.outputs(d).ids(o), device_id, std::move(launch->outputs[d][o]));
+          buffers_->Add(request.outputs(d).ids(o), device_id, std::move(launch->outputs[d][o]), owner);
       if (status.ok()) status = added;
     }
   }
@@ -220,6 +226,21 @@ std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
     if (executables_.erase(id) == 0) not_found.push_back(id);
   }
   return not_found;
+}
+
+int64_t Executor::DeleteOwned(uint64_t owner) {
+  if (owner == 0) return 0;
+  std::vector<std::shared_ptr<const pjrt::Executable>> doomed;  // freed outside the lock
+  absl::MutexLock lock(&mutex_);
+  for (auto it = executables_.begin(); it != executables_.end();) {
+    if (it->second.owner == owner) {
+      doomed.push_back(std::move(it->second.executable));
+      executables_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  return doomed.size();
 }
 
 int64_t Executor::size() const {

@@ -28,19 +28,23 @@ class Executor {
 
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
   // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
-  absl::StatusOr<CompileResponse> Compile(const CompileRequest& request)
+  // What `owner` makes here is freed by `DeleteOwned(owner)` (0: nobody in particular).
+  absl::StatusOr<CompileResponse> Compile(const CompileRequest& request, uint64_t owner = 0)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Registers the outputs under the requested ids as soon as the launch is
   // enqueued; a failed launch shows up when they are read (or here, with `wait`).
   // A request that fails stores its error under the output ids.
-  absl::Status Execute(const ExecuteRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Execute(const ExecuteRequest& request, uint64_t owner = 0)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Deletes the executables `owner` compiled; returns how many.
+  int64_t DeleteOwned(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t executions() const { return executions_.load(); }
 
  private:
-  absl::Status Launch(const ExecuteRequest& request);
+  absl::Status Launch(const ExecuteRequest& request, uint64_t owner);
   // Rewrites the device assignment from global ids to the plugin's ids.
   absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request) const;
 
@@ -48,8 +52,11 @@ class Executor {
   const DeviceMap* devices_;
   BufferStore* buffers_;
   mutable absl::Mutex mutex_;
-  absl::flat_hash_map<uint64_t, std::shared_ptr<const pjrt::Executable>> executables_
-      ABSL_GUARDED_BY(mutex_);
+  struct Loaded {
+    std::shared_ptr<const pjrt::Executable> executable;
+    uint64_t owner = 0;
+  };
+  absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
   // The XLA CPU client runs a multi-device launch's device parts on a small shared
   // thread pool; with several such launches in flight, parts of different launches can

@@ -4,30 +4,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/call_metadata.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/guarded.h"
 #include "common/host_array.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
 
 namespace switchyard::worker {
+namespace {
+
+// A pull of one buffer from a peer, queueing behind the operations that make it.
+constexpr absl::Duration kTransferTimeout = absl::Minutes(10);
+
+}  // namespace
 
 absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
   const auto dtype = static_cast<pjrt::DType>(header.dtype());
   if (pjrt::BitWidth(dtype) == 0) {
     return absl::InvalidArgumentError(absl::StrCat("unsupported dtype ", header.dtype()));
   }
-  int64_t elements = 1;
-  for (int64_t dim : header.dims()) {
-    // Bounded so the product cannot overflow.
-    if (dim < 0 || dim > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError(absl::StrCat("bad dimension ", dim));
-    }
-    elements *= dim;
-    if (elements > (int64_t{1} << 44)) return absl::InvalidArgumentError("array too large");
-  }
+  const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
+  SY_ASSIGN_OR_RETURN(const int64_t elements, CheckedElements(dims, "buffer header"));
   int64_t bytes = pjrt::DenseByteSize(dtype, elements);
   if (static_cast<uint64_t>(bytes) != header.size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(pjrt::DTypeName(dtype), " array of ", elements,
@@ -49,8 +51,9 @@ Worker::Stub* Transfers::Peer(const std::string& address) {
   return stub.get();
 }
 
-absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
-                                                   uint64_t buffer_id) {
+absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
+  const std::string& address = piece.source_address();
+  const uint64_t buffer_id = piece.source_buffer_id();
   bool local;
   {
     absl::MutexLock lock(&mutex_);
@@ -58,28 +61,55 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
   }
   Source source;
   if (local) {
-    SY_ASSIGN_OR_RETURN(auto stored, buffers_->GetWhenPresent(
-                                         buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
+    std::shared_ptr<const StoredBuffer> stored;
+    if (piece.source_stream() != 0) {
+      // Made by an operation of that stream: present once it has run (on this very
+      // stream, it has), and never if it did not.
+      SY_RETURN_IF_ERROR(progress_->WaitFor(piece.source_stream(), piece.source_seq(),
+                                            absl::Now() + kTransferTimeout,
+                                            absl::Seconds(limits::kStreamAppearS), nullptr));
+      SY_ASSIGN_OR_RETURN(stored, buffers_->Get(buffer_id));
+    } else {
+      SY_ASSIGN_OR_RETURN(stored, buffers_->GetWhenPresent(
+                                      buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
+    }
     source.dims = stored->buffer->dims();
-    source.bytes = std::make_shared<HostBytes>(stored->buffer->host_size_bytes());
+    SY_ASSIGN_OR_RETURN(source.bytes, HostBytes::Allocate(stored->buffer->host_size_bytes()));
     SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(),
                                                              source.bytes->size())));
     return source;
   }
   grpc::ClientContext context;
-  context.set_deadline(
-      absl::ToChronoTime(absl::Now() + absl::Milliseconds(2 * limits::kBufferWaitMs)));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
+  if (!piece.source_boot().empty()) context.AddMetadata(kBootMetadata, piece.source_boot());
   GetBufferRequest request;
   request.set_buffer_id(buffer_id);
-  request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
+  if (piece.source_stream() != 0) {
+    request.set_after_stream(piece.source_stream());
+    request.set_after_seq(piece.source_seq());
+  } else {
+    request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
+  }
   auto reader = Peer(address)->GetBuffer(&context, request);
   GetBufferChunk chunk;
   size_t filled = 0;
   absl::Status bad;
   while (reader->Read(&chunk)) {
     if (chunk.has_header() && source.bytes == nullptr) {
+      absl::StatusOr<int64_t> size = CheckHeader(chunk.header());
+      if (!size.ok()) {
+        bad = absl::DataLossError(absl::StrCat("the peer sent a bad header: ", size.status().message()));
+        context.TryCancel();
+        break;
+      }
+      absl::StatusOr<std::unique_ptr<HostBytes>> bytes = HostBytes::Allocate(*size);
+      if (!bytes.ok()) {
+        bad = bytes.status();
+        context.TryCancel();
+        break;
+      }
       source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
-      source.bytes = std::make_shared<HostBytes>(chunk.header().size_bytes());
+      source.bytes = *std::move(bytes);
     }
     if (source.bytes == nullptr || filled + chunk.data().size() > source.bytes->size()) {
       bad = absl::DataLossError("the peer sent more bytes than its header announced");
@@ -96,13 +126,17 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const std::string& address,
                                               source.bytes ? source.bytes->size() : 0));
   }
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("pulling buffer ", buffer_id, " from worker ",
-                                                    address, ": ", status.message()));
+    // A peer that cannot be reached took the source with it.
+    const absl::StatusCode code = absl::IsUnavailable(status) || absl::IsCancelled(status)
+                                      ? absl::StatusCode::kDataLoss
+                                      : status.code();
+    return absl::Status(code, absl::StrCat("pulling buffer ", buffer_id, " from worker ", address,
+                                           ": ", status.message()));
   }
   return source;
 }
 
-absl::Status Transfers::Build(const AssembleBufferRequest& request) {
+absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t owner) {
   const BufferHeader& header = request.header();
   SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
@@ -113,20 +147,20 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
   // The common case, a whole buffer moved: no cutting and pasting.
   if (request.pieces_size() == 1 && request.pieces(0).source_start().empty() &&
       request.pieces(0).size().empty() && request.pieces(0).dest_start().empty()) {
-    SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0).source_address(),
-                                             request.pieces(0).source_buffer_id()));
+    SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0)));
     if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
     SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims, ordinal,
                                                              header.memory_kind()));
-    return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+    return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
   }
-  std::string data(size, '\0');
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, HostBytes::Allocate(size));
+  std::memset(data->data(), 0, data->size());
   std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
   for (const BufferPiece& piece : request.pieces()) {
     auto key = std::make_pair(piece.source_address(), piece.source_buffer_id());
     auto it = fetched.find(key);
     if (it == fetched.end()) {
-      SY_ASSIGN_OR_RETURN(Source source, Fetch(piece.source_address(), piece.source_buffer_id()));
+      SY_ASSIGN_OR_RETURN(Source source, Fetch(piece));
       it = fetched.emplace(key, std::move(source)).first;
     }
     const Source& source = it->second;
@@ -144,22 +178,32 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request) {
     if (from.start.size() != rank || to.start.size() != rank || box_size.size() != rank) {
       return absl::InvalidArgumentError("piece coordinates have the wrong rank");
     }
+    // Each coordinate within its array, so the sums below cannot overflow.
+    for (size_t d = 0; d < rank; ++d) {
+      if (from.start[d] < 0 || from.start[d] > source.dims[d] || to.start[d] < 0 ||
+          to.start[d] > dims[d] || box_size[d] < 0 || box_size[d] > source.dims[d]) {
+        return absl::InvalidArgumentError(absl::StrCat("piece of buffer ",
+                                                       piece.source_buffer_id(),
+                                                       " lies outside its arrays in dimension ", d));
+      }
+    }
     for (size_t d = 0; d < rank; ++d) {
       from.limit.push_back(from.start[d] + box_size[d]);
       to.limit.push_back(to.start[d] + box_size[d]);
     }
     SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(absl::string_view(source.bytes->data(), source.bytes->size()), source.dims, {}, element_bytes, from));
-    SY_RETURN_IF_ERROR(InsertShard(box, dims, {}, element_bytes, to, absl::MakeSpan(data)));
+    SY_RETURN_IF_ERROR(
+        InsertShard(box, dims, {}, element_bytes, to, absl::MakeSpan(data->data(), data->size())));
   }
-  SY_ASSIGN_OR_RETURN(auto buffer,
-                      client_->BufferFromHost(data, dtype, dims, ordinal, header.memory_kind()));
-  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+  SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(std::move(data), dtype, dims,
+                                                                ordinal, header.memory_kind()));
+  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
 }
 
-absl::Status Transfers::Assemble(const AssembleBufferRequest& request) {
-  absl::Status status = Build(request);
+absl::Status Transfers::Assemble(const AssembleBufferRequest& request, uint64_t owner) {
+  absl::Status status = Guarded("AssembleBuffer", [&] { return Build(request, owner); });
   if (!status.ok() && !buffers_->Contains(request.header().buffer_id())) {
-    buffers_->AddError(request.header().buffer_id(), status);
+    buffers_->AddError(request.header().buffer_id(), status, owner);
   }
   return status;
 }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_server.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
@@ -17,6 +19,7 @@
 #include "worker/executor.h"
 #include "worker/rm_kv_store.h"
 #include "worker/rm_link.h"
+#include "worker/stream_progress.h"
 #include "worker/transfers.h"
 #include "worker/worker_service.h"
 
@@ -79,7 +82,7 @@ class WorkerServerImpl final : public WorkerServer {
     SY_ASSIGN_OR_RETURN(client_, std::move(client));
     devices_ = std::make_unique<DeviceMap>(client_.get());
     executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
-    transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_);
+    transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
 
     WorkerIdentity identity;
     identity.slice_index = options.slice_index;
@@ -87,8 +90,18 @@ class WorkerServerImpl final : public WorkerServer {
     identity.plugin = ToProto(*plugin, *client_);
     identity.plugin.set_num_nodes(std::max(options.num_nodes, 1));
     identity.plugin.set_node_id(options.num_nodes > 1 ? options.host_index : 0);
+    absl::BitGen random;
+    identity.boot_id = absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16),
+                                    absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
-                                               executor_.get(), transfers_.get());
+                                               executor_.get(), transfers_.get(), &progress_);
+    // Frees what dead proxies made (their leases ran out).
+    lease_sweeper_ = std::thread([this] {
+      while (!stopping_.WaitForNotificationWithTimeout(
+          absl::Milliseconds(limits::kOwnerLeaseGraceMs / 4))) {
+        service_->ReleaseExpiredOwners();
+      }
+    });
     SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
                                                  {service_.get()}));
     const std::string host =
@@ -111,6 +124,7 @@ class WorkerServerImpl final : public WorkerServer {
     for (DeviceInfo& device : devices_->LocalDevices()) *request.add_devices() = device;
     request.set_hostname(Hostname());
     request.set_pid(getpid());
+    request.set_boot_id(identity.boot_id);
     rm_link_ = std::make_unique<RmLink>(options.resource_manager_address, std::move(request),
                                         devices_.get(), options.register_timeout,
                                         [this](absl::Status status) { Stop(std::move(status)); });
@@ -155,6 +169,7 @@ class WorkerServerImpl final : public WorkerServer {
   void Teardown() {
     absl::MutexLock lock(&teardown_mutex_);
     if (rm_link_ != nullptr) rm_link_->Stop();
+    if (lease_sweeper_.joinable()) lease_sweeper_.join();  // stopping_ is notified by now
     if (server_.server != nullptr) {
       server_.server->Shutdown();
       server_.server->Wait();
@@ -167,12 +182,14 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<pjrt::Client> client_;
   std::unique_ptr<DeviceMap> devices_;
   BufferStore buffers_;
+  StreamProgress progress_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Transfers> transfers_;
   std::unique_ptr<WorkerService> service_;
   StartedServer server_;
   std::string address_;
   std::unique_ptr<RmLink> rm_link_;
+  std::thread lease_sweeper_;
   std::unique_ptr<MetricsServer> metrics_;
   absl::Mutex mutex_;
   absl::Notification stopping_;

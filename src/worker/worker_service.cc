@@ -6,8 +6,13 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/numbers.h"
+#include "common/call_metadata.h"
 #include "common/grpc_status.h"
+#include "common/guarded.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
@@ -21,7 +26,53 @@ absl::Duration WaitFor(int64_t wait_ms) {
   return absl::Milliseconds(std::clamp<int64_t>(wait_ms, 0, limits::kBufferWaitMs));
 }
 
+// The value of metadata `key`, or empty.
+std::string Metadata(const grpc::ServerContext& context, const char* key) {
+  auto it = context.client_metadata().find(key);
+  if (it == context.client_metadata().end()) return "";
+  return std::string(it->second.data(), it->second.size());
+}
+
+uint64_t MetadataNumber(const grpc::ServerContext& context, const char* key) {
+  uint64_t value = 0;
+  return absl::SimpleAtoi(Metadata(context, key), &value) ? value : 0;
+}
+
 }  // namespace
+
+absl::StatusOr<uint64_t> WorkerService::CheckCaller(const grpc::ServerContext& context) const {
+  const std::string boot = Metadata(context, kBootMetadata);
+  if (!boot.empty() && boot != identity_.boot_id) {
+    return absl::DataLossError(absl::StrCat(
+        "worker of slice ", identity_.slice_index, " host ", identity_.host_index,
+        " restarted: the caller's buffers and programs were on its previous process (boot ",
+        boot.substr(0, 64), "; this is boot ", identity_.boot_id, ")"));
+  }
+  return MetadataNumber(context, kOwnerMetadata);
+}
+
+void WorkerService::Touch(uint64_t owner) {
+  if (owner == 0) return;
+  absl::MutexLock lock(&leases_mutex_);
+  leases_.Touched(owner, absl::Now());
+}
+
+void WorkerService::ReleaseExpiredOwners() {
+  std::vector<uint64_t> expired;
+  {
+    absl::MutexLock lock(&leases_mutex_);
+    expired = leases_.Expire(absl::Now());
+  }
+  for (uint64_t owner : expired) {
+    const int64_t buffers = buffers_->DeleteOwned(owner);
+    const int64_t executables = executor_->DeleteOwned(owner);
+    if (buffers + executables > 0) {
+      SY_LOG(Info) << "owner " << owner << " has had no stream open for "
+                   << limits::kOwnerLeaseGraceMs << " ms (its proxy died or reconnected): freed "
+                   << buffers << " buffers and " << executables << " executables";
+    }
+  }
+}
 void WorkerService::SetAddress(std::string address) {
   absl::MutexLock lock(&mutex_);
   address_ = std::move(address);
@@ -38,10 +89,12 @@ grpc::Status WorkerService::GetInfo(grpc::ServerContext* context, const GetInfoR
   *response->mutable_plugin() = identity_.plugin;
   for (DeviceInfo& device : devices_->Devices()) *response->add_devices() = std::move(device);
   response->set_registered(devices_->registered());
+  response->set_boot_id(identity_.boot_id);
   return grpc::Status::OK;
 }
 
-absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader) {
+absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader,
+                                          uint64_t owner) {
   PutBufferChunk chunk;
   if (!reader->Read(&chunk) || !chunk.has_header()) {
     return absl::InvalidArgumentError("PutBuffer stream must start with a header");
@@ -54,7 +107,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
         absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
   }
   // Received straight into memory the plugin may keep using (no copy on CPU).
-  auto data = std::make_shared<HostBytes>(size);  // size checked against dtype and dims
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data, HostBytes::Allocate(size));
   int64_t filled = 0;
   bool first = true;
   do {
@@ -79,36 +132,58 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
       auto buffer,
       client_->BufferFromOwnedHost(std::move(data), static_cast<pjrt::DType>(header.dtype()), dims, ordinal,
                               header.memory_kind()));
-  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer));
+  Touch(owner);
+  return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
 }
 
 grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
                                       grpc::ServerReader<PutBufferChunk>* reader,
                                       PutBufferResponse* response) {
-  return ToGrpcStatus(ReceiveBuffer(reader));
+  absl::StatusOr<uint64_t> owner = CheckCaller(*context);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  return ToGrpcStatus(Guarded("PutBuffer", [&] { return ReceiveBuffer(reader, *owner); }));
 }
 
 grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
                                       const GetBufferRequest* request,
                                       grpc::ServerWriter<GetBufferChunk>* writer) {
-  auto stored = buffers_->GetWhenPresent(request->buffer_id(), WaitFor(request->wait_ms()));
-  if (!stored.ok()) return ToGrpcStatus(stored.status());
+  return ToGrpcStatus(
+      Guarded("GetBuffer", [&] { return ServeBuffer(context, *request, writer); }));
+}
+
+absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
+                                        const GetBufferRequest& request,
+                                        grpc::ServerWriter<GetBufferChunk>* writer) {
+  SY_RETURN_IF_ERROR(CheckCaller(*context).status());
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored;
+  if (request.after_stream() != 0) {
+    // Waits exactly as long as the operation making the buffer can still come.
+    SY_RETURN_IF_ERROR(progress_->WaitFor(
+        request.after_stream(), request.after_seq(), absl::FromChrono(context->deadline()),
+        absl::Seconds(limits::kStreamAppearS), [context] { return context->IsCancelled(); }));
+    stored = buffers_->Get(request.buffer_id());
+  } else {
+    stored = buffers_->GetWhenPresent(request.buffer_id(), WaitFor(request.wait_ms()));
+  }
+  if (!stored.ok()) return stored.status();
   const pjrt::Buffer& buffer = *(*stored)->buffer;
   // A failed producer is reported as itself, before any bytes go out.
   absl::Status ready = buffer.AwaitReady();
-  if (!ready.ok()) return ToGrpcStatus(ready);
+  if (!ready.ok()) return ready;
   const int64_t size = buffer.host_size_bytes();
   // Each chunk is copied from the device straight into the message where the plugin
   // allows it; otherwise from one whole host copy.
   std::unique_ptr<HostBytes> whole;
   if (!buffer.can_copy_ranges()) {
-    whole = std::make_unique<HostBytes>(size);
+    absl::StatusOr<std::unique_ptr<HostBytes>> allocated = HostBytes::Allocate(size);
+    if (!allocated.ok()) return allocated.status();
+    whole = *std::move(allocated);
     absl::Status copied = buffer.ToHost(absl::MakeSpan(whole->data(), whole->size()));
-    if (!copied.ok()) return ToGrpcStatus(copied);
+    if (!copied.ok()) return copied;
   }
   GetBufferChunk chunk;
   BufferHeader* header = chunk.mutable_header();
-  header->set_buffer_id(request->buffer_id());
+  header->set_buffer_id(request.buffer_id());
   header->set_device_id((*stored)->device_id);
   header->set_dtype(static_cast<DType>(buffer.dtype()));
   header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
@@ -123,13 +198,13 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
       std::memcpy(data->data(), whole->data() + offset, n);
     } else {
       absl::Status copied = buffer.CopyRangeToHost(offset, absl::MakeSpan(data->data(), n));
-      if (!copied.ok()) return ToGrpcStatus(copied);
+      if (!copied.ok()) return copied;
     }
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    if (!writer->Write(chunk)) return absl::CancelledError("client went away");
     chunk.clear_header();
     offset += n;
   } while (offset < size);
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 grpc::Status WorkerService::DeleteBuffers(grpc::ServerContext* context,
@@ -142,7 +217,10 @@ grpc::Status WorkerService::DeleteBuffers(grpc::ServerContext* context,
 
 grpc::Status WorkerService::Compile(grpc::ServerContext* context, const CompileRequest* request,
                                     CompileResponse* response) {
-  auto result = executor_->Compile(*request);
+  absl::StatusOr<uint64_t> owner = CheckCaller(*context);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  Touch(*owner);
+  auto result = Guarded("Compile", [&] { return executor_->Compile(*request, *owner); });
   if (!result.ok()) return ToGrpcStatus(result.status());
   *response = *std::move(result);
   return grpc::Status::OK;
@@ -150,7 +228,10 @@ grpc::Status WorkerService::Compile(grpc::ServerContext* context, const CompileR
 
 grpc::Status WorkerService::Execute(grpc::ServerContext* context, const ExecuteRequest* request,
                                     ExecuteResponse* response) {
-  return ToGrpcStatus(executor_->Execute(*request));
+  absl::StatusOr<uint64_t> owner = CheckCaller(*context);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  Touch(*owner);
+  return ToGrpcStatus(executor_->Execute(*request, *owner));
 }
 
 grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
@@ -163,6 +244,23 @@ grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
 
 grpc::Status WorkerService::Dispatch(
     grpc::ServerContext* context, grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
+  absl::StatusOr<uint64_t> checked = CheckCaller(*context);
+  if (!checked.ok()) return ToGrpcStatus(checked.status());
+  const uint64_t owner = *checked;
+  // Reads of what this stream makes wait on its progress (GetBufferRequest.after_stream).
+  const uint64_t stream_id = MetadataNumber(*context, kStreamMetadata);
+  if (stream_id != 0) progress_->Open(stream_id);
+  if (owner != 0) {
+    absl::MutexLock lock(&leases_mutex_);
+    leases_.Opened(owner, absl::Now());
+  }
+  absl::Cleanup closed = [&] {
+    if (stream_id != 0) progress_->Close(stream_id);
+    if (owner != 0) {
+      absl::MutexLock lock(&leases_mutex_);
+      leases_.Closed(owner, absl::Now());
+    }
+  };
   // Answers are written by one thread of our own: readiness callbacks run on the
   // plugin's device threads and must never block there (a device thread stuck in a
   // write would leave its peers waiting in a collective).
@@ -177,14 +275,20 @@ grpc::Status WorkerService::Dispatch(
     response.set_seq(seq);
     response.set_code(static_cast<int>(status.code()));
     response.set_message(std::string(status.message()));
-    absl::MutexLock lock(&mutex);
-    // On the stream's own thread, with nothing queued ahead, write at once: one
-    // thread wakeup fewer for the common case of an await on a finished buffer.
-    if (std::this_thread::get_id() == reader_thread && answers.empty() && !writing) {
-      stream->Write(response);
-      return;
+    {
+      absl::MutexLock lock(&mutex);
+      // On the stream's own thread, with nothing queued ahead, write at once (outside
+      // the lock, which device-thread callbacks take): one thread wakeup fewer for the
+      // common case of an await on a finished buffer.
+      if (std::this_thread::get_id() != reader_thread || !answers.empty() || writing) {
+        answers.push_back(std::move(response));
+        return;
+      }
+      writing = true;
     }
-    answers.push_back(std::move(response));
+    stream->Write(response);
+    absl::MutexLock lock(&mutex);
+    writing = false;
   };
   std::thread writer([&] {
     while (true) {
@@ -211,10 +315,10 @@ grpc::Status WorkerService::Dispatch(
     absl::Status status;
     switch (request.op_case()) {
       case DispatchRequest::kExecute:
-        status = executor_->Execute(request.execute());
+        status = executor_->Execute(request.execute(), owner);
         break;
       case DispatchRequest::kAssemble:
-        status = transfers_->Assemble(request.assemble());
+        status = transfers_->Assemble(request.assemble(), owner);
         break;
       case DispatchRequest::kDeleteBuffers:
         buffers_->Delete({request.delete_buffers().buffer_ids().begin(),
@@ -250,11 +354,13 @@ grpc::Status WorkerService::Dispatch(
           --waiting;
         });
         for (const auto& stored : buffers) stored->buffer->OnReady(ready);
+        if (stream_id != 0) progress_->Advance(stream_id, seq);
         continue;  // answered by the last callback
       }
       default:
         status = absl::InvalidArgumentError("empty dispatch operation");
     }
+    if (stream_id != 0) progress_->Advance(stream_id, seq);
     if (!status.ok() || request.reply() || request.op_case() == DispatchRequest::kAwaitBuffers) {
       respond(seq, status);
     }
@@ -273,6 +379,8 @@ grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStat
   response->set_buffer_bytes(buffers_->bytes());
   response->set_executables(executor_->size());
   response->set_executions(executor_->executions());
+  absl::MutexLock lock(&leases_mutex_);
+  response->set_owners(leases_.size());
   return grpc::Status::OK;
 }
 

@@ -6,11 +6,14 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "common/limits.h"
 #include "pjrt/client.h"
 #include "switchyard/worker.grpc.pb.h"
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/owner_leases.h"
+#include "worker/stream_progress.h"
 #include "worker/transfers.h"
 
 namespace switchyard::worker {
@@ -19,18 +22,22 @@ struct WorkerIdentity {
   int slice_index = 0;
   int host_index = 0;
   PluginInfo plugin;
+  std::string boot_id;  // random per process
 };
 
 class WorkerService final : public ::switchyard::Worker::Service {
  public:
   WorkerService(WorkerIdentity identity, const pjrt::Client* client, const DeviceMap* devices,
-                BufferStore* buffers, Executor* executor, Transfers* transfers)
+                BufferStore* buffers, Executor* executor, Transfers* transfers,
+                StreamProgress* progress)
       : identity_(std::move(identity)),
         client_(client),
         devices_(devices),
         buffers_(buffers),
         executor_(executor),
-        transfers_(transfers) {}
+        transfers_(transfers),
+        progress_(progress),
+        leases_(absl::Milliseconds(limits::kOwnerLeaseGraceMs)) {}
 
   // The address is known only once the server has bound its port.
   void SetAddress(std::string address) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -55,8 +62,18 @@ class WorkerService final : public ::switchyard::Worker::Service {
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
 
+  // Frees what owners whose lease ran out made (they died, or reconnected under a new
+  // id); called periodically.
+  void ReleaseExpiredOwners() ABSL_LOCKS_EXCLUDED(leases_mutex_);
+
  private:
-  absl::Status ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader);
+  // The caller's owner id (0 if it sent none); DATA_LOSS if it expects another boot of
+  // this worker (what it made here is gone with that process).
+  absl::StatusOr<uint64_t> CheckCaller(const grpc::ServerContext& context) const;
+  void Touch(uint64_t owner) ABSL_LOCKS_EXCLUDED(leases_mutex_);
+  absl::Status ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader, uint64_t owner);
+  absl::Status ServeBuffer(grpc::ServerContext* context, const GetBufferRequest& request,
+                           grpc::ServerWriter<GetBufferChunk>* writer);
 
   const WorkerIdentity identity_;
   absl::Mutex mutex_;
@@ -66,6 +83,9 @@ class WorkerService final : public ::switchyard::Worker::Service {
   BufferStore* buffers_;
   Executor* executor_;
   Transfers* transfers_;
+  StreamProgress* progress_;
+  absl::Mutex leases_mutex_;
+  OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };
 
 }  // namespace switchyard::worker

@@ -1,33 +1,131 @@
-// The ordered operation stream to a worker, against a worker that is not there:
-// every operation that asks for an answer gets UNAVAILABLE, exactly once.
+// The connection to one host, driven the way the fleet drives it, against a worker
+// address where nothing listens: epochs end exactly once, everything waiting gets
+// DATA_LOSS exactly once, and the host comes back only as the RM's view allows.
+
+#include "proxy/worker_connection.h"
 
 #include <atomic>
 
-#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "proxy/fleet.h"
 #include "switchyard/worker.pb.h"
 
 namespace switchyard::proxy {
 namespace {
 
-TEST(WorkerConnectionTest, OperationsToAMissingWorkerFailOnceEach) {
-  // Port 1 on loopback: nothing listens, so every stream fails at once and its reader
-  // races the writer to fail what waits on it.
-  WorkerConnection worker("127.0.0.1:1");
-  std::atomic<int> answers{0};
+// Port 1 on loopback: nothing listens, so every stream fails at once.
+HostView Healthy(const std::string& boot) { return HostView{"127.0.0.1:1", boot, true, false}; }
+
+DispatchRequest DeleteOp(uint64_t id) {
+  DispatchRequest op;
+  op.mutable_delete_buffers()->add_buffer_ids(id);
+  return op;
+}
+
+// Waits until the connection has noticed its stream failed.
+void WaitDown(const WorkerConnection& worker) {
+  for (int i = 0; i < 500 && worker.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_FALSE(worker.up());
+}
+
+TEST(WorkerConnectionTest, AHostThatHasNotJoinedRefusesAtOnce) {
+  WorkerConnection worker(3, 0);
+  absl::StatusOr<WorkerConnection::Ticket> sent = worker.Send(DeleteOp(1));
+  EXPECT_EQ(sent.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(sent.status().message().find("slice 3 host 0"), std::string::npos) << sent.status();
+}
+
+TEST(WorkerConnectionTest, OperationsToALostWorkerFailOnceEachWithDataLoss) {
+  WorkerConnection worker(1, 0);
+  worker.Update(Healthy("boot-a"));
+  ASSERT_TRUE(worker.up());
+  std::atomic<int> answers{0}, data_loss{0};
+  int refused = 0;
   for (int i = 0; i < 300; ++i) {
-    absl::Status status = worker.Await({static_cast<uint64_t>(i + 1)});
-    EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
-    DispatchRequest op;
-    op.mutable_delete_buffers()->add_buffer_ids(i + 1);
-    worker.Send(op, [&](absl::Status status) {
-      EXPECT_FALSE(status.ok());
-      ++answers;
-    });
+    absl::StatusOr<WorkerConnection::Ticket> sent =
+        worker.Send(DeleteOp(i + 1), [&](absl::Status status) {
+          ++answers;
+          if (absl::IsDataLoss(status)) ++data_loss;
+        });
+    if (!sent.ok()) {
+      EXPECT_EQ(sent.status().code(), absl::StatusCode::kDataLoss);
+      ++refused;  // sent after the loss was known: refused, `done` not called
+    }
   }
-  worker.Flush();
-  EXPECT_EQ(answers.load(), 300);
+  WaitDown(worker);
+  EXPECT_EQ(answers.load() + refused, 300);
+  EXPECT_EQ(data_loss.load(), answers.load());
+  EXPECT_EQ(worker.Flush(absl::Seconds(5)).code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(WorkerConnectionTest, ALostEpochStaysLostAndANewBootComesUpAtOnce) {
+  WorkerConnection worker(2, 1);
+  worker.Update(Healthy("boot-a"));
+  absl::StatusOr<WorkerConnection::Ticket> first = worker.Send(DeleteOp(1));
+  ASSERT_TRUE(first.ok());
+  WaitDown(worker);
+  absl::Status lost = worker.CheckEpoch(first->epoch);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(lost.message().find("slice 2 host 1"), std::string::npos) << lost;
+
+  // The RM still lists the boot that was lost: only a probe may bring it back, and
+  // nothing answers one.
+  worker.Update(Healthy("boot-a"));
+  EXPECT_FALSE(worker.up());
+  worker.ProbeIfDown();
+  EXPECT_FALSE(worker.up());
+
+  // A restarted worker (a new boot) is used at once, in a new epoch; what the old one
+  // held stays lost.
+  worker.Update(Healthy("boot-b"));
+  ASSERT_TRUE(worker.up());
+  EXPECT_EQ(worker.boot_id(), "boot-b");
+  EXPECT_EQ(worker.CheckEpoch(first->epoch).code(), absl::StatusCode::kDataLoss);
+  absl::StatusOr<WorkerConnection::Ticket> second = worker.Send(DeleteOp(2));
+  ASSERT_TRUE(second.ok());
+  EXPECT_GT(second->epoch, first->epoch);
+}
+
+TEST(WorkerConnectionTest, TheRmReportingAHostDownEndsItsEpoch) {
+  WorkerConnection worker(0, 0);
+  worker.Update(Healthy("boot-a"));
+  ASSERT_TRUE(worker.up());
+  worker.Update(HostView{"127.0.0.1:1", "boot-a", /*healthy=*/false, false});
+  EXPECT_FALSE(worker.up());
+  absl::Status down = worker.Flush(absl::Seconds(5));
+  EXPECT_EQ(down.code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(down.message().find("resource manager reports it down"), std::string::npos) << down;
+}
+
+TEST(WorkerConnectionTest, ARestartSeenByTheRmEndsTheEpochAndComesUpAgain) {
+  WorkerConnection worker(0, 0);
+  worker.Update(Healthy("boot-a"));
+  const uint64_t epoch = worker.Send(DeleteOp(1)).value_or(WorkerConnection::Ticket{}).epoch;
+  worker.Update(Healthy("boot-b"));  // before the stream failure is noticed, maybe
+  EXPECT_EQ(worker.CheckEpoch(epoch).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(worker.boot_id(), "boot-b");
+}
+
+TEST(WorkerConnectionTest, NewsFromARestartedRmIsIgnored) {
+  WorkerConnection worker(0, 0);
+  worker.Update(HostView{"127.0.0.1:1", "boot-a", false, /*rejoining=*/true});
+  EXPECT_FALSE(worker.up());
+  worker.Update(Healthy("boot-a"));
+  ASSERT_TRUE(worker.up());
+  worker.Update(HostView{"127.0.0.1:1", "", false, /*rejoining=*/true});
+  EXPECT_TRUE(worker.up());
+}
+
+TEST(WorkerConnectionTest, AwaitOnADownHostAnswersAtOnce) {
+  WorkerConnection worker(0, 0);
+  absl::Notification done;
+  absl::Status status;
+  worker.AwaitThen({1, 2}, [&](absl::Status s) {
+    status = s;
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(1)));
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

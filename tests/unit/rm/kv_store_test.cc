@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace switchyard::rm {
@@ -36,6 +37,20 @@ TEST(KvStoreTest, MissingKeys) {
   EXPECT_EQ(kv.Get("nope", absl::ZeroDuration()).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(kv.Get("nope", absl::Milliseconds(20)).status().code(),
             absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(KvStoreTest, IsBoundedInBytesAndKeys) {
+  KvStore kv;
+  const std::string value(4 << 20, 'x');
+  absl::Status status;
+  int puts = 0;
+  while ((status = kv.Put(absl::StrCat("k", puts), value, false)).ok()) ++puts;
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+  EXPECT_EQ(puts, 63);  // 63 x (4 MiB + key) fit in 256 MiB
+  EXPECT_LE(kv.bytes(), int64_t{256} << 20);
+  // Overwriting in place still works when full; a smaller value frees room.
+  EXPECT_TRUE(kv.Put("k0", "small", true).ok());
+  EXPECT_TRUE(kv.Put("another", value, false).ok());
 }
 
 }  // namespace

@@ -104,5 +104,94 @@ TEST_F(MembershipTest, UnknownIncarnationIsNotFound) {
   EXPECT_EQ(membership_.Heartbeat(42, now_).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(MembershipTest, NumbersOutOfRangeAreRefused) {
+  for (int slice : {-1, 1 << 16, INT32_MAX}) {
+    EXPECT_EQ(membership_.Register(Worker("h:1", slice, 0), 1, now_).status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << slice;
+  }
+  EXPECT_EQ(membership_.Register(Worker("h:1", 0, 1 << 12), 1, now_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(membership_.Register(Worker("h:1", 0, 0, 100000), 1, now_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  RegisterWorkerRequest ordinal = Worker("h:1", 0, 0, 1);
+  ordinal.mutable_devices(0)->set_local_ordinal(INT32_MAX);
+  EXPECT_EQ(membership_.Register(ordinal, 1, now_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  RegisterWorkerRequest long_name = Worker(std::string(5000, 'a'), 0, 0);
+  EXPECT_EQ(membership_.Register(long_name, 1, now_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(membership_.Snapshot(now_).slices().empty());
+}
+
+TEST_F(MembershipTest, VersionGrowsWithEveryVisibleChange) {
+  const uint64_t start = membership_.version();
+  SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
+  const uint64_t joined = membership_.version();
+  EXPECT_GT(joined, start);
+  SY_EXPECT_OK(membership_.Heartbeat(11, now_ + absl::Seconds(1)));
+  EXPECT_TRUE(membership_.Sweep(now_ + absl::Seconds(2)).empty());
+  EXPECT_EQ(membership_.version(), joined);  // heartbeats change nothing a watcher sees
+  EXPECT_EQ(membership_.Sweep(now_ + absl::Seconds(4)).size(), 1u);
+  EXPECT_GT(membership_.version(), joined);
+  EXPECT_EQ(membership_.Snapshot(now_).version(), membership_.version());
+}
+
+TEST_F(MembershipTest, DownHostsStayListedThenAreForgottenWithTheirIdsKept) {
+  Membership membership(MembershipOptions{.heartbeat_timeout = kTimeout,
+                                          .forget_after = absl::Minutes(10)});
+  SY_ASSERT_OK_AND_ASSIGN(auto first, membership.Register(Worker("h:1", 0, 0), 11, now_));
+  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, now_).status());
+  membership.Sweep(now_ + absl::Seconds(5));  // both down
+  Fleet down = membership.Snapshot(now_ + absl::Seconds(5));
+  ASSERT_EQ(down.slices_size(), 2);
+  EXPECT_FALSE(down.slices(0).hosts(0).healthy());
+  EXPECT_EQ(down.slices(0).hosts(0).devices_size(), 4);
+  membership.Sweep(now_ + absl::Minutes(11));
+  EXPECT_TRUE(membership.Snapshot(now_ + absl::Minutes(11)).slices().empty());
+  SY_ASSERT_OK_AND_ASSIGN(auto back,
+                          membership.Register(Worker("h:3", 0, 0), 13, now_ + absl::Minutes(12)));
+  EXPECT_EQ(Ids(back), Ids(first));
+}
+
+TEST_F(MembershipTest, RestoredStateKeepsIdsAndHostsRejoin) {
+  SY_ASSERT_OK(membership_.Register(Worker("h:1", 1, 0), 11, now_).status());
+  SY_ASSERT_OK_AND_ASSIGN(auto slice0, membership_.Register(Worker("h:2", 0, 0), 12, now_));
+  const RmState state = membership_.Export();
+
+  Membership restarted(MembershipOptions{.heartbeat_timeout = kTimeout,
+                                         .rejoin_grace = absl::Seconds(10)});
+  SY_ASSERT_OK(restarted.Restore(state, now_));
+  Fleet fleet = restarted.Snapshot(now_);
+  ASSERT_EQ(fleet.slices_size(), 2);
+  EXPECT_TRUE(fleet.slices(0).hosts(0).rejoining());
+  EXPECT_FALSE(fleet.slices(0).hosts(0).healthy());
+  // Hosts register again in any order; each gets its old ids.
+  SY_ASSERT_OK_AND_ASSIGN(auto again, restarted.Register(Worker("h:2", 0, 0), 21, now_));
+  EXPECT_EQ(Ids(again), Ids(slice0));
+  EXPECT_EQ(Ids(again), (std::vector<int64_t>{4, 5, 6, 7}));
+  SY_ASSERT_OK_AND_ASSIGN(auto fresh, restarted.Register(Worker("h:3", 2, 0), 22, now_));
+  EXPECT_EQ(Ids(fresh), (std::vector<int64_t>{8, 9, 10, 11}));
+  // The host that does not come back is down once the grace has passed.
+  EXPECT_TRUE(restarted.Sweep(now_ + absl::Seconds(1)).empty());
+  auto gone = restarted.Sweep(now_ + absl::Seconds(11));
+  ASSERT_EQ(gone.size(), 3u);  // slice 1 never came back; slices 0 and 2 stopped heartbeating
+  Fleet later = restarted.Snapshot(now_ + absl::Seconds(11));
+  EXPECT_FALSE(later.slices(1).hosts(0).rejoining());
+  EXPECT_FALSE(later.slices(1).hosts(0).healthy());
+}
+
+TEST_F(MembershipTest, ContradictoryStateIsRefused) {
+  RmState state;
+  state.set_next_device_id(2);
+  for (int ordinal : {0, 1}) {
+    RmState::DeviceId* id = state.add_device_ids();
+    id->set_local_ordinal(ordinal);
+    id->set_global_id(1);  // twice
+  }
+  Membership restarted(kTimeout);
+  EXPECT_EQ(restarted.Restore(state, now_).code(), absl::StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace switchyard::rm

@@ -1,0 +1,72 @@
+#include "common/files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+
+namespace switchyard {
+namespace {
+
+absl::Status Errno(absl::string_view what, const std::string& path) {
+  return absl::UnavailableError(absl::StrCat(what, " ", path, ": ", std::strerror(errno)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file ", path));
+    return Errno("cannot open", path);
+  }
+  absl::Cleanup closer = [fd] { close(fd); };
+  std::string out;
+  char buffer[1 << 16];
+  while (true) {
+    ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot read", path);
+    }
+    if (n == 0) return out;
+    out.append(buffer, n);
+  }
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
+  const std::string temporary = absl::StrCat(path, ".tmp");
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Errno("cannot create", temporary);
+  size_t written = 0;
+  while (written < contents.size()) {
+    ssize_t n = write(fd, contents.data() + written, contents.size() - written);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      absl::Status status = Errno("cannot write", temporary);
+      close(fd);
+      unlink(temporary.c_str());
+      return status;
+    }
+    written += n;
+  }
+  const bool synced = fsync(fd) == 0;
+  if (close(fd) != 0 || !synced) {
+    absl::Status status = Errno("cannot sync", temporary);
+    unlink(temporary.c_str());
+    return status;
+  }
+  if (rename(temporary.c_str(), path.c_str()) != 0) {
+    absl::Status status = Errno("cannot rename onto", path);
+    unlink(temporary.c_str());
+    return status;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace switchyard

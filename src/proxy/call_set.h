@@ -1,0 +1,38 @@
+#pragma once
+
+// Calls in flight that someone may need to stop: a session that ends cancels the
+// worker reads it started on other threads. Thread-safe.
+
+#include <set>
+
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/client_context.h"
+
+namespace switchyard::proxy {
+
+class CallSet {
+ public:
+  // False (and the call is cancelled at once) once `CancelAll` has run.
+  bool Add(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    if (cancelled_) context->TryCancel();
+    calls_.insert(context);
+    return !cancelled_;
+  }
+  void Remove(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    calls_.erase(context);
+  }
+  void CancelAll() ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    cancelled_ = true;
+    for (grpc::ClientContext* context : calls_) context->TryCancel();
+  }
+
+ private:
+  absl::Mutex mutex_;
+  std::set<grpc::ClientContext*> calls_ ABSL_GUARDED_BY(mutex_);
+  bool cancelled_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace switchyard::proxy

@@ -1,0 +1,378 @@
+#include "proxy/worker_connection.h"
+
+#include <algorithm>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/call_metadata.h"
+#include "common/grpc_server.h"
+#include "common/grpc_status.h"
+#include "common/logging.h"
+
+namespace switchyard::proxy {
+namespace {
+
+constexpr absl::Duration kProbeTimeout = absl::Seconds(1);
+
+uint64_t RandomNonZero() {
+  static absl::Mutex mutex(absl::kConstInit);
+  static absl::BitGen* random = new absl::BitGen();
+  absl::MutexLock lock(&mutex);
+  return absl::Uniform<uint64_t>(*random, 1, UINT64_MAX);
+}
+
+}  // namespace
+
+WorkerConnection::WorkerConnection(int slice_index, int host_index)
+    : slice_index_(slice_index), host_index_(host_index) {
+  absl::MutexLock lock(&mutex_);
+  down_ = absl::DataLossError(absl::StrCat(Describe(), " has not joined the fleet yet"));
+}
+
+WorkerConnection::~WorkerConnection() {
+  {
+    absl::MutexLock lock(&mutex_);
+    closing_ = true;
+  }
+  std::vector<Reader> readers;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    if (stream_ != nullptr) context_->TryCancel();
+    readers.swap(readers_);
+  }
+  for (Reader& reader : readers) reader.thread.join();
+}
+
+std::string WorkerConnection::Describe() const {
+  return absl::StrCat("slice ", slice_index_, " host ", host_index_,
+                      address_.empty() ? "" : absl::StrCat(" (worker ", address_, ")"));
+}
+
+std::string WorkerConnection::address() const {
+  absl::MutexLock lock(&mutex_);
+  return address_;
+}
+
+std::string WorkerConnection::boot_id() const {
+  absl::MutexLock lock(&mutex_);
+  return boot_id_;
+}
+
+bool WorkerConnection::up() const {
+  absl::MutexLock lock(&mutex_);
+  return up_;
+}
+
+absl::Status WorkerConnection::CheckEpoch(uint64_t epoch) const {
+  absl::MutexLock lock(&mutex_);
+  if (up_ && epoch == epoch_) return absl::OkStatus();
+  if (!up_ && epoch == epoch_) return down_;
+  return absl::DataLossError(absl::StrCat(
+      "lost with ", Describe(), ": the worker holding it failed or restarted",
+      up_ ? " (it is back, but what it held is gone)" : absl::StrCat("; ", down_.message())));
+}
+
+void WorkerConnection::BringUpLocked(const HostView& view) {
+  if (view.address != address_ || stub_ == nullptr) {
+    stub_ = std::shared_ptr<Worker::Stub>(Worker::NewStub(CreateChannel(view.address)));
+  }
+  address_ = view.address;
+  boot_id_ = view.boot_id;
+  owner_ = RandomNonZero();
+  up_ = true;
+  down_ = absl::OkStatus();
+  SY_LOG(Info) << Describe() << " is up (epoch " << epoch_ << ")";
+}
+
+void WorkerConnection::Update(const HostView& view) {
+  if (view.rejoining) return;  // the RM restarted and knows nothing yet
+  bool restarted = false;
+  uint64_t epoch = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    view_ = view;
+    epoch = epoch_;
+    if (up_) {
+      if (view.healthy && view.boot_id == boot_id_ && view.address == address_) return;
+      restarted = view.healthy;
+    } else {
+      // A new boot comes up at once; the boot that was lost only through a probe.
+      if (view.healthy && (view.boot_id != lost_boot_ || lost_boot_.empty())) {
+        BringUpLocked(view);
+      }
+      return;
+    }
+  }
+  MarkDown(epoch, restarted ? "it restarted" : "the resource manager reports it down");
+  if (restarted) {
+    absl::MutexLock lock(&mutex_);
+    if (!up_ && view_.boot_id == view.boot_id) BringUpLocked(view);
+  }
+}
+
+void WorkerConnection::ProbeIfDown() {
+  HostView view;
+  std::shared_ptr<Worker::Stub> stub;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (up_ || !view_.healthy || view_.boot_id != lost_boot_) return;
+    view = view_;
+    stub = view.address == address_ && stub_ != nullptr
+               ? stub_
+               : std::shared_ptr<Worker::Stub>(Worker::NewStub(CreateChannel(view.address)));
+  }
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kProbeTimeout));
+  GetInfoResponse info;
+  if (!stub->GetInfo(&context, GetInfoRequest(), &info).ok() || info.boot_id() != view.boot_id) {
+    return;
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!up_ && view_.boot_id == view.boot_id && view_.address == view.address) {
+    BringUpLocked(view);
+  }
+}
+
+void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
+  std::vector<Done> orphans;
+  absl::Status lost;
+  bool closing;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_ || epoch != epoch_) return;
+    closing = closing_;
+    up_ = false;
+    lost_boot_ = boot_id_;
+    ++epoch_;
+    down_ = closing ? absl::UnavailableError("the proxy is stopping")
+                    : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
+    lost = closing ? down_ : absl::DataLossError(absl::StrCat(Describe(), " was lost: ", reason));
+    if (live_context_ != nullptr) live_context_->TryCancel();  // unblocks a stuck write
+    live_context_ = nullptr;
+    pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.epoch == epoch) {
+        orphans.push_back(std::move(it->second.done));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (!closing) {
+    SY_LOG(Warning) << lost.message() << " (epoch " << epoch << " ended; " << orphans.size()
+                    << " waiting operations fail)";
+  }
+  for (Done& done : orphans) done(lost);
+}
+
+absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
+  uint64_t epoch;
+  std::shared_ptr<Worker::Stub> stub;
+  std::string owner, boot;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_) return down_;
+    epoch = epoch_;
+    if (stream_epoch_ == epoch && stream_ != nullptr) return epoch;
+    stub = stub_;
+    owner = absl::StrCat(owner_);
+    boot = boot_id_;
+  }
+  // Readers of ended streams are joined here, so they do not pile up.
+  for (auto it = readers_.begin(); it != readers_.end();) {
+    if (it->finished->load()) {
+      it->thread.join();
+      it = readers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  context_ = std::make_shared<grpc::ClientContext>();
+  stream_id_ = RandomNonZero();
+  context_->AddMetadata(kOwnerMetadata, owner);
+  context_->AddMetadata(kBootMetadata, boot);
+  context_->AddMetadata(kStreamMetadata, absl::StrCat(stream_id_));
+  stream_ = std::shared_ptr<Stream>(stub->Dispatch(context_.get()));
+  stream_epoch_ = epoch;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (epoch_ != epoch) {
+      context_->TryCancel();  // it ended meanwhile; the reader below finds out
+    } else {
+      live_context_ = context_;
+    }
+  }
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  readers_.push_back(Reader{std::thread([this, context = context_, stream = stream_, epoch,
+                                         finished] {
+                              ReadLoop(context, stream, epoch);
+                              finished->store(true);
+                            }),
+                            finished});
+  return epoch;
+}
+
+void WorkerConnection::WriteDeletesLocked() {
+  std::vector<uint64_t> deletes;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_) {
+      pending_deletes_.clear();
+      return;
+    }
+    deletes.swap(pending_deletes_);
+  }
+  if (deletes.empty()) return;
+  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
+  if (!epoch.ok()) return;
+  DispatchRequest batch;
+  batch.set_seq(next_seq_++);
+  batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
+  if (!stream_->Write(batch)) MarkDown(*epoch, "its operation stream failed");
+}
+
+void WorkerConnection::SendDeletes() {
+  {
+    absl::MutexLock lock(&mutex_);
+    if (pending_deletes_.empty()) return;
+  }
+  absl::MutexLock write_lock(&write_mutex_);
+  WriteDeletesLocked();
+}
+
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(DispatchRequest op, Done done) {
+  absl::MutexLock write_lock(&write_mutex_);
+  return SendLocked(std::move(op), std::move(done));
+}
+
+absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
+    std::vector<std::pair<WorkerConnection*, DispatchRequest>> ops) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  // Write locks taken in host order, so two such steps never wait on each other.
+  std::vector<size_t> order(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const WorkerConnection* x = ops[a].first;
+    const WorkerConnection* y = ops[b].first;
+    return std::pair(x->slice_index_, x->host_index_) < std::pair(y->slice_index_, y->host_index_);
+  });
+  for (size_t i : order) ops[i].first->write_mutex_.Lock();
+  absl::Status down;
+  for (size_t i : order) {
+    absl::StatusOr<uint64_t> epoch = ops[i].first->EnsureStreamLocked();
+    if (!epoch.ok() && down.ok()) down = epoch.status();
+  }
+  std::vector<Ticket> tickets(ops.size());
+  if (down.ok()) {
+    for (size_t i = 0; i < ops.size(); ++i) {
+      absl::StatusOr<Ticket> ticket = ops[i].first->SendLocked(std::move(ops[i].second), nullptr);
+      if (ticket.ok()) tickets[i] = *ticket;
+    }
+  }
+  for (auto it = order.rbegin(); it != order.rend(); ++it) ops[*it].first->write_mutex_.Unlock();
+  if (!down.ok()) return down;
+  return tickets;
+}
+
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op,
+                                                                      Done done) {
+  WriteDeletesLocked();
+  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
+  if (!epoch.ok()) return epoch.status();
+  Ticket ticket{*epoch, stream_id_, next_seq_++};
+  op.set_seq(ticket.seq);
+  if (done != nullptr) {
+    op.set_reply(true);
+    absl::MutexLock lock(&mutex_);
+    if (epoch_ != ticket.epoch) return down_;  // ended while the stream opened
+    waiting_[ticket.seq] = Waiter{ticket.epoch, std::move(done)};
+  }
+  // A failed write ends the epoch, which fails the waiter registered above; what the
+  // operation was to make is lost with the epoch.
+  if (!stream_->Write(op)) MarkDown(ticket.epoch, "its operation stream failed");
+  return ticket;
+}
+
+void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
+                                std::shared_ptr<Stream> stream, uint64_t epoch) {
+  DispatchResponse response;
+  while (stream->Read(&response)) {
+    absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
+    Done done;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto it = waiting_.find(response.seq());
+      if (it != waiting_.end() && it->second.epoch == epoch) {
+        done = std::move(it->second.done);
+        waiting_.erase(it);
+      }
+    }
+    if (done != nullptr) {
+      done(status);
+    } else if (!status.ok()) {
+      SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
+                      << " failed: " << status;
+    }
+  }
+  // The stream ended: what it was to carry out will not be.
+  absl::Status finished = FromGrpcStatus(stream->Finish());
+  MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
+}
+
+void WorkerConnection::DeleteLater(uint64_t buffer_id, uint64_t epoch) {
+  absl::MutexLock lock(&mutex_);
+  if (up_ && epoch == epoch_) pending_deletes_.push_back(buffer_id);
+}
+
+void WorkerConnection::AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done) {
+  DispatchRequest op;
+  op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
+  // `done` is moved into the waiter only when the send goes ahead.
+  auto shared = std::make_shared<Done>(std::move(done));
+  absl::StatusOr<Ticket> sent = Send(std::move(op), [shared](absl::Status status) {
+    (*shared)(std::move(status));
+  });
+  if (!sent.ok()) (*shared)(sent.status());
+}
+
+absl::Status WorkerConnection::Flush(absl::Duration timeout) {
+  struct Result {
+    absl::Notification done;
+    absl::Status status;
+  };
+  auto result = std::make_shared<Result>();
+  AwaitThen({}, [result](absl::Status status) {
+    result->status = std::move(status);
+    result->done.Notify();
+  });
+  if (!result->done.WaitForNotificationWithTimeout(timeout)) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("slice ", slice_index_, " host ", host_index_, " did not answer within ",
+                     absl::FormatDuration(timeout)));
+  }
+  return result->status;
+}
+
+absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(
+    grpc::ClientContext* context) {
+  absl::MutexLock write_lock(&write_mutex_);
+  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
+  if (!epoch.ok()) return epoch.status();
+  absl::MutexLock lock(&mutex_);
+  if (epoch_ != *epoch || !up_) return down_;
+  context->AddMetadata(kOwnerMetadata, absl::StrCat(owner_));
+  context->AddMetadata(kBootMetadata, boot_id_);
+  return Call{stub_, *epoch};
+}
+
+absl::Status WorkerConnection::CallFailed(uint64_t epoch, const absl::Status& status) {
+  // Only the transport says the worker is gone: a DATA_LOSS answer is the worker's own
+  // (it restarted, or a source it pulled from is lost) and reaches the caller as it is.
+  if (absl::IsUnavailable(status)) MarkDown(epoch, status.message());
+  absl::Status lost = CheckEpoch(epoch);
+  return lost.ok() ? status : lost;
+}
+
+}  // namespace switchyard::proxy
