@@ -37,6 +37,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def find_child(parent: int, role: str, slice_index: int | None = None) -> int:
+    """The pid of a running `switchyard <role>` child of `parent` (a `switchyard up`),
+    read from /proc; a worker by its slice. LookupError if there is none (it may be
+    between a crash and its restart)."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                if int(f.read().rsplit(")", 1)[1].split()[1]) != parent:
+                    continue
+            with open(f"/proc/{entry}/cmdline") as f:
+                argv = f.read().split("\0")
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if len(argv) > 1 and argv[1] == role and (
+                slice_index is None or f"--slice_index={slice_index}" in argv):
+            return int(entry)
+    raise LookupError(f"no running {role}" + ("" if slice_index is None else f" of slice {slice_index}"))
+
+
 class LocalCluster:
     """`with LocalCluster(workers=2, devices_per_worker=4) as c:` a running fleet.
 
@@ -83,6 +104,10 @@ class LocalCluster:
     def pid(self) -> int:
         """The `switchyard up` process; the rm, workers and proxy are its children."""
         return self._process.pid
+
+    def child_pid(self, role: str, slice_index: int | None = None) -> int:
+        """The pid of the running `role` ("rm", "proxy", "worker"; a worker by slice)."""
+        return find_child(self.pid, role, slice_index)
 
     def env(self) -> dict:
         """Environment variables for a JAX client process of this cluster."""

@@ -24,6 +24,14 @@ class RemoteBuffer {
   RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device,
                WorkerConnection::Ticket made)
       : worker_(worker), id_(id), device_(device), made_(made) {}
+  // A shard that was never made because of `lost` (a DATA_LOSS): operations on a lost
+  // slice are accepted, and their results report the loss when used.
+  static std::shared_ptr<RemoteBuffer> Lost(WorkerConnection* worker, int64_t device,
+                                            absl::Status lost) {
+    auto buffer = std::make_shared<RemoteBuffer>(worker, 0, device, WorkerConnection::Ticket{});
+    buffer->lost_ = std::move(lost);
+    return buffer;
+  }
   ~RemoteBuffer() { worker_->DeleteLater(id_, made_.epoch); }
   RemoteBuffer(const RemoteBuffer&) = delete;
   RemoteBuffer& operator=(const RemoteBuffer&) = delete;
@@ -33,13 +41,14 @@ class RemoteBuffer {
   int64_t device() const { return device_; }
   const WorkerConnection::Ticket& made() const { return made_; }
   // OK, or the DATA_LOSS of the worker that held it.
-  absl::Status Usable() const { return worker_->CheckEpoch(made_.epoch); }
+  absl::Status Usable() const { return lost_.ok() ? worker_->CheckEpoch(made_.epoch) : lost_; }
 
  private:
   WorkerConnection* worker_;
   uint64_t id_;
   int64_t device_;
   WorkerConnection::Ticket made_;
+  absl::Status lost_;
 };
 
 struct Array {

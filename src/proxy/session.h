@@ -29,6 +29,7 @@
 #include "proxy/host_buffer_store.h"
 #include "proxy/response_sink.h"
 #include "proxy/version.h"
+#include "proxy/worker_calls.h"
 #include "xla/xla_data.pb.h"
 
 namespace switchyard::proxy {
@@ -141,6 +142,10 @@ class Session {
   // The part compiled on its worker's current epoch: compiled again if the worker
   // came back since; DATA_LOSS while it is down.
   absl::Status RefreshPart(const Executable& executable, ExecutablePart* part);
+  // Compiles a program for a worker that is down on another of this session's workers
+  // with the same plugin and device ordinals (for its metadata; that copy is dropped),
+  // answering as if for the down worker. DATA_LOSS if no worker fits.
+  absl::StatusOr<Compiled> CompileOnStandIn(WorkerConnection* down, const CompileRequest& compile);
   // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
   // A shard that is the whole dense buffer goes to its worker as the bytes arrive.
   absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,

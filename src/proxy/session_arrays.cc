@@ -25,6 +25,21 @@ std::vector<int64_t> Strides(bool has, const wire::ByteStrides& strides) {
   return {strides.strides().begin(), strides.strides().end()};
 }
 
+// A shard for a worker that is down: it never existed, and every use of it reports the
+// loss.
+std::shared_ptr<RemoteBuffer> LostShard(WorkerConnection* worker, int64_t device) {
+  return RemoteBuffer::Lost(worker, device, worker->CheckEpoch(0));
+}
+
+// A transfer that failed for another reason than a lost worker (whose loss is logged
+// once, by its connection).
+void LogTransferFailure(absl::string_view what, WorkerConnection* worker,
+                        const absl::Status& status) {
+  if (!status.ok() && !absl::IsDataLoss(status)) {
+    SY_LOG(Warning) << what << " " << worker->address() << " failed: " << status;
+  }
+}
+
 // A piece of `source` for a transfer: where it is and the operation that makes it.
 void SetSource(const RemoteBuffer& source, WorkerConnection* destination, BufferPiece* piece) {
   piece->set_source_address(source.worker() == destination ? "" : source.worker()->address());
@@ -53,6 +68,12 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
     const uint64_t id = NewWorkerObjectId();
     const std::string memory_kind = sharding.memory_kind.value_or("");
+    if (!worker->up()) {
+      // Accepted, as a put to a live slice would be; reading the array says what was
+      // lost (the client may not wait for this answer, but it does wait for reads).
+      array->shards[i] = LostShard(worker, device);
+      continue;
+    }
     uint64_t epoch;
     if (whole) {
       if (host.size() != NumElements(shape) * element_bytes) {
@@ -134,12 +155,15 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
                                                                  int64_t to_device,
                                                                  const std::string& memory_kind) {
   std::shared_ptr<RemoteBuffer> from = array.shards[index];
-  SY_RETURN_IF_ERROR(from->Usable());
   if (from->device() == to_device && MemoryKind(array.sharding, from->device()) == memory_kind) {
     return from;
   }
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
   SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(to_device));
+  // A copy of a lost shard, or to a lost slice, is accepted; using it reports the loss.
+  if (absl::Status usable = from->Usable(); !usable.ok()) {
+    return RemoteBuffer::Lost(worker, to_device, usable);
+  }
   AssembleBufferRequest request;
   BufferHeader* header = request.mutable_header();
   header->set_buffer_id(NewWorkerObjectId());
@@ -155,14 +179,12 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   // (not deleted on its worker) until the pull is done.
   DispatchRequest op;
   *op.mutable_assemble() = std::move(request);
-  SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket,
-                      worker->Send(std::move(op), [worker, from](absl::Status status) {
-                        if (!status.ok()) {
-                          SY_LOG(Warning) << "transfer to " << worker->address()
-                                          << " failed: " << status;
-                        }
-                      }));
-  return std::make_shared<RemoteBuffer>(worker, id, to_device, ticket);
+  absl::StatusOr<WorkerConnection::Ticket> ticket =
+      worker->Send(std::move(op), [worker, from](absl::Status status) {
+        LogTransferFailure("transfer to", worker, status);
+      });
+  if (!ticket.ok()) return RemoteBuffer::Lost(worker, to_device, ticket.status());
+  return std::make_shared<RemoteBuffer>(worker, id, to_device, *ticket);
 }
 
 absl::Status Session::HandleMakeArrayFromHostBuffer(
@@ -227,6 +249,10 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         }
         const int64_t device = sharding.devices[index];
         SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+        if (!worker->up()) {  // as in PutHostArray
+          array->shards[index] = LostShard(worker, device);
+          continue;
+        }
         const uint64_t id = NewWorkerObjectId();
         SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
                                                       sharding.memory_kind.value_or("")));
@@ -415,6 +441,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     header->set_memory_kind(memory_kind);
     std::vector<std::shared_ptr<RemoteBuffer>> sources;
     int64_t covered = 0;
+    absl::Status lost;
     for (size_t c : chosen) {
       const IndexDomain& have = from.domains[c];
       BufferPiece piece;
@@ -429,7 +456,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       }
       if (empty && !shape.empty()) continue;
       const auto& shard = array.shards[c];
-      SY_RETURN_IF_ERROR(shard->Usable());
+      if (absl::Status usable = shard->Usable(); !usable.ok() && lost.ok()) lost = usable;
       SetSource(*shard, worker, &piece);
       covered += NumElements({piece.size().begin(), piece.size().end()});
       *request.add_pieces() = std::move(piece);
@@ -438,17 +465,19 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     if (covered != NumElements(dims)) {
       return absl::InternalError("the source shards do not cover the resharded array");
     }
+    if (!lost.ok()) {  // a part of it was lost: accepted, and using it says so
+      out->shards[j] = RemoteBuffer::Lost(worker, device, lost);
+      continue;
+    }
     const uint64_t id = header->buffer_id();
     DispatchRequest op;
     *op.mutable_assemble() = std::move(request);
-    SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket,
-                        worker->Send(std::move(op), [worker, sources](absl::Status status) {
-                          if (!status.ok()) {
-                            SY_LOG(Warning) << "reshard on " << worker->address()
-                                            << " failed: " << status;
-                          }
-                        }));
-    out->shards[j] = std::make_shared<RemoteBuffer>(worker, id, device, ticket);
+    absl::StatusOr<WorkerConnection::Ticket> ticket =
+        worker->Send(std::move(op), [worker, sources](absl::Status status) {
+          LogTransferFailure("reshard on", worker, status);
+        });
+    out->shards[j] = ticket.ok() ? std::make_shared<RemoteBuffer>(worker, id, device, *ticket)
+                                 : RemoteBuffer::Lost(worker, device, ticket.status());
   }
   out->sharding = std::move(sharding);
   return out;

@@ -146,7 +146,13 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   // Every worker compiles the same program with the global assignment, at once.
   std::vector<CompileRequest> requests(workers.size(), compile);
   std::vector<absl::StatusOr<Compiled>> compiled(workers.size(), absl::UnknownError("not compiled"));
-  {
+  if (workers.size() == 1 && !workers[0]->up()) {
+    // The slice is down: the client still gets its executable now (pathwaysutils'
+    // health checks compile for every slice, the lost one too), from a stand-in; its
+    // launches fail with DATA_LOSS until the slice returns and it is compiled there.
+    compiled[0] = CompileOnStandIn(workers[0], compile);
+    requests[0].set_executable_id(0);  // no copy on the slice yet
+  } else {
     std::vector<std::thread> threads;
     for (size_t w = 0; w < workers.size(); ++w) {
       requests[w].set_executable_id(NewWorkerObjectId());
@@ -222,6 +228,64 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   }
   response->set_ready_future_handle(NewFuture(absl::OkStatus()));
   return absl::OkStatus();
+}
+
+absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
+                                                   const CompileRequest& compile) {
+  const absl::Status lost = down->CheckEpoch(0);  // its DATA_LOSS, if no stand-in fits
+  // The program's devices on the down worker, by local ordinal.
+  std::map<int, int64_t> wanted;
+  const PluginInfo* plugin = nullptr;
+  for (int64_t id : compile.device_ids()) {
+    SY_ASSIGN_OR_RETURN(const DeviceEntry* entry, SessionDevice(id));
+    wanted[entry->info.local_ordinal()] = id;
+    plugin = &entry->plugin;
+  }
+  // Another worker of this session with the same plugin that has those ordinals.
+  std::map<WorkerConnection*, std::map<int, int64_t>> candidates;
+  for (const auto& [id, entry] : devices_) {
+    if (entry.worker == down || !entry.worker->up() || plugin == nullptr ||
+        entry.plugin.platform_name() != plugin->platform_name() ||
+        entry.plugin.platform_version() != plugin->platform_version() ||
+        entry.plugin.num_nodes() > 1) {
+      continue;
+    }
+    candidates[entry.worker][entry.info.local_ordinal()] = id;
+  }
+  for (auto& [stand_in, ordinals] : candidates) {
+    std::map<int64_t, int64_t> to_stand_in, back;
+    for (const auto& [ordinal, id] : wanted) {
+      auto it = ordinals.find(ordinal);
+      if (it == ordinals.end()) break;
+      to_stand_in[id] = it->second;
+      back[it->second] = id;
+    }
+    if (to_stand_in.size() != wanted.size()) continue;
+    CompileRequest request = compile;
+    request.set_executable_id(NewWorkerObjectId());
+    switchyard::xla::CompileOptionsProto options;
+    if (!options.ParseFromString(compile.compile_options())) {
+      return absl::InvalidArgumentError("compile options are not a CompileOptionsProto");
+    }
+    auto* assignment = options.mutable_executable_build_options()->mutable_device_assignment();
+    for (auto& computation : *assignment->mutable_computation_devices()) {
+      for (int64_t& id : *computation.mutable_replica_device_ids()) id = to_stand_in.at(id);
+    }
+    request.set_compile_options(options.SerializeAsString());
+    for (int64_t& id : *request.mutable_device_ids()) id = to_stand_in.at(id);
+    absl::StatusOr<Compiled> compiled = Compile(stand_in, request);
+    if (!compiled.ok()) return compiled.status();
+    DispatchRequest drop;  // only its metadata was wanted
+    drop.mutable_delete_executables()->add_executable_ids(request.executable_id());
+    (void)stand_in->Send(std::move(drop));
+    for (int64_t& id : *compiled->response.mutable_device_ids()) id = back.at(id);
+    compiled->epoch = 0;  // no epoch of the down worker: compiled there when it is back
+    SY_LOG(Info) << "session " << id_ << ": slice " << down->slice_index() << " is down; compiled '"
+                 << compiled->response.name() << "' on slice " << stand_in->slice_index()
+                 << " for now";
+    return compiled;
+  }
+  return lost;
 }
 
 absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* part) {
@@ -306,9 +370,19 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.args_handles(i)));
     args.push_back(std::move(array));
   }
-  // A part whose worker came back is compiled there again; one whose worker is down
-  // fails the launch with DATA_LOSS.
-  for (ExecutablePart& part : executable->parts) SY_RETURN_IF_ERROR(RefreshPart(*executable, &part));
+  // A launch that touches a lost slice (a part's worker is down, an argument is lost)
+  // is accepted and its outputs carry the DATA_LOSS: the client learns it where it
+  // waits for them, as it would learn a failure on the device. A part whose worker
+  // came back is compiled there again.
+  absl::Status lost;
+  for (ExecutablePart& part : executable->parts) {
+    absl::Status refreshed = RefreshPart(*executable, &part);
+    if (absl::IsDataLoss(refreshed)) {
+      if (lost.ok()) lost = refreshed;
+    } else if (!refreshed.ok()) {
+      return refreshed;
+    }
+  }
   auto shard_on = [&](size_t arg, int64_t device) -> absl::StatusOr<uint64_t> {
     const auto& list = args[arg]->sharding.devices;
     auto it = std::find(list.begin(), list.end(), device);
@@ -318,7 +392,10 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
           executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
     }
     const RemoteBuffer& shard = *args[arg]->shards[it - list.begin()];
-    SY_RETURN_IF_ERROR(shard.Usable());
+    if (absl::Status usable = shard.Usable(); !usable.ok() && lost.ok()) {
+      lost = absl::DataLossError(absl::StrCat("argument ", arg, " of '", executable->name,
+                                              "' is ", usable.message()));
+    }
     return shard.id();
   };
   // One launch per worker, each with its devices' arguments and fresh output ids;
@@ -361,16 +438,27 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // and whoever reads them gets it. Deleting the arguments or the executable later
   // goes on the same streams, so after this launch.
   std::vector<WorkerConnection::Ticket> tickets;
-  if (multi_worker) {
+  if (lost.ok() && multi_worker) {
     std::vector<std::pair<WorkerConnection*, DispatchRequest>> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
       parts.emplace_back(executable->parts[p].worker, launches[p]);
     }
-    SY_ASSIGN_OR_RETURN(tickets, WorkerConnection::SendTogether(std::move(parts)));
-  } else {
-    SY_ASSIGN_OR_RETURN(WorkerConnection::Ticket ticket, executable->parts[0].worker->Send(launches[0]));
-    tickets.push_back(ticket);
+    absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
+        WorkerConnection::SendTogether(std::move(parts));
+    if (sent.ok()) {
+      tickets = *std::move(sent);
+    } else {
+      lost = sent.status();
+    }
+  } else if (lost.ok()) {
+    absl::StatusOr<WorkerConnection::Ticket> sent = executable->parts[0].worker->Send(launches[0]);
+    if (sent.ok()) {
+      tickets.push_back(*sent);
+    } else {
+      lost = sent.status();
+    }
   }
+  if (!lost.ok() && !absl::IsDataLoss(lost)) return lost;
   std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
       outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
   for (size_t p = 0; p < executable->parts.size(); ++p) {
@@ -378,8 +466,10 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     const ExecuteRequest& launch = launches[p].execute();
     for (size_t d = 0; d < part.devices.size(); ++d) {
       for (size_t o = 0; o < outputs; ++o) {
-        buffers[o][positions[p][d]] = std::make_shared<RemoteBuffer>(
-            part.worker, launch.outputs(d).ids(o), part.devices[d], tickets[p]);
+        buffers[o][positions[p][d]] =
+            lost.ok() ? std::make_shared<RemoteBuffer>(part.worker, launch.outputs(d).ids(o),
+                                                       part.devices[d], tickets[p])
+                      : RemoteBuffer::Lost(part.worker, part.devices[d], lost);
       }
     }
   }
@@ -417,7 +507,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     // Launch errors surface through the outputs; the status future resolves at once.
     const uint64_t status_handle =
         request.result_status_handle() != 0 ? request.result_status_handle() : NewHandle();
-    futures_[status_handle] = absl::OkStatus();
+    futures_[status_handle] = lost;
     response->set_status_handle(status_handle);
   }
   return absl::OkStatus();

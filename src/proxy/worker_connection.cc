@@ -67,11 +67,10 @@ bool WorkerConnection::up() const {
 
 absl::Status WorkerConnection::CheckEpoch(uint64_t epoch) const {
   absl::MutexLock lock(&mutex_);
-  if (up_ && epoch == epoch_) return absl::OkStatus();
-  if (!up_ && epoch == epoch_) return down_;
-  return absl::DataLossError(absl::StrCat(
-      "lost with ", Describe(), ": the worker holding it failed or restarted",
-      up_ ? " (it is back, but what it held is gone)" : absl::StrCat("; ", down_.message())));
+  if (!up_) return down_;
+  if (epoch == epoch_) return absl::OkStatus();
+  return absl::DataLossError(absl::StrCat("lost with ", Describe(),
+                                          ", which failed or restarted since it was made"));
 }
 
 void WorkerConnection::BringUpLocked(const HostView& view) {

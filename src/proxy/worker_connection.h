@@ -67,7 +67,8 @@ class WorkerConnection {
   std::string address() const ABSL_LOCKS_EXCLUDED(mutex_);
   std::string boot_id() const ABSL_LOCKS_EXCLUDED(mutex_);
   bool up() const ABSL_LOCKS_EXCLUDED(mutex_);
-  // The worker is not lost in `epoch`: OK, or the DATA_LOSS that ended it.
+  // OK if the worker is up in `epoch`; otherwise the DATA_LOSS to report for what was
+  // made in it (epoch 0: in no epoch).
   absl::Status CheckEpoch(uint64_t epoch) const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The RM's view of the host: brings the connection up or ends its epoch.

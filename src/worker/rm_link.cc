@@ -46,6 +46,11 @@ void RmLink::Stop() {
 absl::Status RmLink::RegisterWithBackoff() {
   const absl::Time started = absl::Now();
   absl::Duration backoff = absl::Milliseconds(100);
+  // A restarted worker may find its place still held by its previous process, which
+  // the RM has not yet declared dead: it waits that long before taking no for an answer.
+  const absl::Duration held_patience =
+      absl::Milliseconds(2 * limits::kHeartbeatPeriodMs * limits::kHeartbeatMissesMax);
+  absl::Time held_since = absl::InfiniteFuture();
   for (int attempt = 1;; ++attempt) {
     grpc::ClientContext context;
     SetDeadline(&context);
@@ -63,6 +68,16 @@ absl::Status RmLink::RegisterWithBackoff() {
                    << request_.slice_index() << " host " << request_.host_index()
                    << ": devices " << absl::StrJoin(ids, ",");
       return absl::OkStatus();
+    }
+    if (absl::IsAlreadyExists(status)) {
+      held_since = std::min(held_since, absl::Now());
+      if (absl::Now() - held_since < held_patience) {
+        SY_LOG(Warning) << status.message() << "; waiting for the RM to declare it dead";
+        if (!Sleep(absl::Milliseconds(limits::kHeartbeatPeriodMs))) {
+          return absl::CancelledError("stopping");
+        }
+        continue;
+      }
     }
     if (!Retryable(status)) {
       return absl::Status(status.code(), absl::StrCat("the resource manager at ", rm_address_,

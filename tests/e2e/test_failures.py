@@ -1,0 +1,209 @@
+"""Failures, provoked on real processes: a worker killed under a running client (its
+slice fails with DATA_LOSS, the others go on, it comes back and is used again), the
+resource manager and the proxy killed and restarted, and elastic training that
+survives a kill and grows back. Every wait has a timeout that fails the test."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import switchyard
+from conftest import worker_buffers
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_client(cluster, script: str, timeout: float = 240, extra_env: dict | None = None):
+    """Runs `script` as a JAX client of `cluster`; returns its JSON lines."""
+    env = {**os.environ, **cluster.env(), "UP_PID": str(cluster.pid), **(extra_env or {})}
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, text=True,
+                          capture_output=True, timeout=timeout)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0, f"client failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-4000:]}"
+    return lines
+
+
+def wait_until(predicate, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
+        time.sleep(0.1)
+
+
+# Runs in the client: the helpers the scripts below share.
+PRELUDE = """
+import json, os, signal, time
+import numpy as np
+import jax, pathwaysutils
+pathwaysutils.initialize()
+from pathwaysutils.elastic import elastic
+from switchyard.cluster import find_child
+
+def say(**kw):
+    print(json.dumps(kw), flush=True)
+
+def kill(role, slice_index=None):
+    pid = find_child(int(os.environ["UP_PID"]), role, slice_index)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+def error_of(fn):
+    try:
+        fn()
+        return None
+    except jax.errors.JaxRuntimeError as e:
+        return str(e)
+
+def wait_active(slices, want, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        active = elastic.get_active_slice_indices(slices)
+        if active == want or time.monotonic() > deadline:
+            return sorted(active)
+        time.sleep(0.2)
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with switchyard.LocalCluster(workers=3, devices_per_worker=2) as c:
+        yield c
+
+
+KILL_WORKER = PRELUDE + """
+devices = jax.devices()
+slices = elastic.get_slice_to_devices(devices)
+double = jax.jit(lambda x: x * 2)
+on0 = jax.device_put(np.arange(4.0, dtype=np.float32), slices[0][0])
+on1 = jax.device_put(np.arange(4.0, dtype=np.float32), slices[1][0])
+say(before=float(double(on1).sum()), active=sorted(elastic.get_active_slice_indices(slices)))
+
+killed_at = time.monotonic()
+kill("worker", 1)
+# What touches slice 1 fails with DATA_LOSS naming it; slice 0 is not disturbed.
+lost = error_of(lambda: np.asarray(double(on1)))
+say(lost=lost, lost_after=time.monotonic() - killed_at,
+    survivor=float(double(on0).sum()),
+    new_put=error_of(lambda: np.asarray(jax.device_put(np.ones(2), slices[1][0]))))
+say(active=wait_active(slices, {0, 2}), devices=len(jax.devices()))
+
+# up restarts the worker; the slice comes back with the same devices, and the program
+# compiled before the kill runs there again (compiled anew, transparently).
+active = wait_active(slices, {0, 1, 2})
+fresh = jax.device_put(np.arange(4.0, dtype=np.float32), slices[1][0])
+say(active=active, back_after=time.monotonic() - killed_at, again=float(double(fresh).sum()),
+    old_array=error_of(lambda: np.asarray(on1)), same_devices=jax.devices() == devices)
+"""
+
+
+def test_killed_worker_fails_its_slice_with_data_loss_and_comes_back(cluster):
+    before, lost, down, back = run_client(cluster, KILL_WORKER)
+    assert before == {"before": 12.0, "active": [0, 1, 2]}
+    assert "DATA_LOSS" in lost["lost"] and "slice 1" in lost["lost"], lost
+    assert lost["lost_after"] < 5, lost
+    assert lost["survivor"] == 12.0
+    assert lost["new_put"] is not None and "DATA_LOSS" in lost["new_put"], lost
+    assert down == {"active": [0, 2], "devices": 6}
+    assert back["active"] == [0, 1, 2] and back["again"] == 12.0, back
+    assert back["same_devices"] is True
+    assert "DATA_LOSS" in back["old_array"], back  # what the dead process held stays lost
+    wait_until(lambda: worker_buffers(cluster) == 0, 30, "worker buffers freed")
+
+
+KILL_RM = PRELUDE + """
+devices = jax.devices()
+slices = elastic.get_slice_to_devices(devices)
+step = jax.jit(lambda x: x + 1)
+xs = [jax.device_put(np.zeros(4, np.float32), slices[s][0]) for s in sorted(slices)]
+xs = [step(x) for x in xs]
+kill("rm")
+# The session goes on while the RM is away and after it is back.
+for _ in range(20):
+    xs = [step(x) for x in xs]
+    time.sleep(0.1)
+say(values=[float(x.sum()) for x in xs], active=sorted(elastic.get_active_slice_indices(slices)))
+"""
+
+
+def fleet_ids(cluster):
+    status = cluster.status()
+    return {(h["slice_index"], h["host_index"]): [int(d["global_id"]) for d in h["devices"]]
+            for s in status["slices"] for h in s["hosts"]}
+
+
+def test_rm_killed_mid_run_keeps_the_session_and_every_device_id(cluster):
+    ids = fleet_ids(cluster)
+    [result] = run_client(cluster, KILL_RM)
+    assert result == {"values": [84.0, 84.0, 84.0], "active": [0, 1, 2]}
+    # The restarted RM has every worker back, under the same ids.
+    wait_until(lambda: sum(h["healthy"] for s in cluster.status()["slices"] for h in s["hosts"]) == 3,
+               30, "all hosts re-registered")
+    assert fleet_ids(cluster) == ids
+    # And a new session sees the same devices.
+    [again] = run_client(cluster, PRELUDE + "say(ids=[d.id for d in jax.devices()])")
+    assert again["ids"] == sorted(i for v in ids.values() for i in v)
+
+
+KILL_PROXY = PRELUDE + """
+xs = [jax.device_put(np.ones((256, 256), np.float32), d) for d in jax.devices()]
+jax.block_until_ready(xs)
+say(ready=True)
+import sys
+sys.stdin.readline()  # the test kills the proxy now
+start = time.monotonic()
+try:
+    np.asarray(xs[0] + 1)
+    say(error=None)
+except Exception as e:
+    say(error=str(e)[:300], after=time.monotonic() - start)
+"""
+
+
+def test_killed_proxy_errors_the_client_fast_and_workers_free_its_objects(cluster):
+    env = {**os.environ, **cluster.env(), "UP_PID": str(cluster.pid)}
+    client = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILL_PROXY)], env=env,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert json.loads(client.stdout.readline()) == {"ready": True}
+        assert worker_buffers(cluster) >= 6
+        os.kill(cluster.child_pid("proxy"), signal.SIGKILL)
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        result = json.loads(client.stdout.readline())
+        assert result["error"] is not None and result["after"] < 5, result
+        client.wait(timeout=30)
+    finally:
+        client.kill()
+    # The workers free what the dead proxy made once its lease runs out.
+    wait_until(lambda: worker_buffers(cluster) == 0, 30, "the dead proxy's buffers freed")
+    # up restarted the proxy: new clients are served.
+    [result] = run_client(cluster, PRELUDE + "say(sum=float(jax.numpy.ones(3).sum()))")
+    assert result == {"sum": 3.0}
+
+
+def test_elastic_training_loses_a_slice_and_grows_back():
+    done = subprocess.run([sys.executable, os.path.join(REPO, "examples", "elastic_train.py"),
+                           "--kill-at", "10", "--steps", "50", "--snapshot-every", "5",
+                           "--step-sleep", "0.05"],
+                          capture_output=True, text=True, timeout=400)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    steps = [line for line in lines if "step" in line]
+    slices = [line["slices"] for line in steps]
+    # 3 slices, then 2 after the kill, then 3 again.
+    drop = slices.index(2)
+    assert set(slices[:drop]) == {3} and 3 in slices[drop:], slices
+    # Resumed from the last snapshot (step 10): nothing older is redone.
+    assert steps[drop]["step"] == 11, steps[drop - 2:drop + 2]
+    assert steps[-1]["step"] == 50 and lines[-1]["done"] is True
+    first = sum(s["loss"] for s in steps[:5]) / 5
+    last = sum(s["loss"] for s in steps[-5:]) / 5
+    assert last < first, (first, last)
