@@ -61,18 +61,16 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
   }
   Source source;
   if (local) {
-    std::shared_ptr<const StoredBuffer> stored;
     if (piece.source_stream() != 0) {
       // Made by an operation of that stream: present once it has run (on this very
       // stream, it has), and never if it did not.
       SY_RETURN_IF_ERROR(progress_->WaitFor(piece.source_stream(), piece.source_seq(),
                                             absl::Now() + kTransferTimeout,
                                             absl::Seconds(limits::kStreamAppearS), nullptr));
-      SY_ASSIGN_OR_RETURN(stored, buffers_->Get(buffer_id));
-    } else {
-      SY_ASSIGN_OR_RETURN(stored, buffers_->GetWhenPresent(
-                                      buffer_id, absl::Milliseconds(limits::kBufferWaitMs)));
     }
+    // Anything else that makes a local buffer (a put, an earlier operation of this
+    // stream) is done by now: a missing source is missing for good.
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, buffers_->Get(buffer_id));
     source.dims = stored->buffer->dims();
     SY_ASSIGN_OR_RETURN(source.bytes, HostBytes::Allocate(stored->buffer->host_size_bytes()));
     SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(),
