@@ -310,7 +310,7 @@ void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
     }
     if (done != nullptr) {
       done(status);
-    } else if (!status.ok()) {
+    } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
       SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
                       << " failed: " << status;
     }

@@ -118,6 +118,39 @@ def test_killed_worker_fails_its_slice_with_data_loss_and_comes_back(cluster):
     wait_until(lambda: worker_buffers(cluster) == 0, 30, "worker buffers freed")
 
 
+ORBAX_SNAPSHOT = PRELUDE + """
+import orbax.checkpoint as ocp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+slices = elastic.get_slice_to_devices(jax.devices())
+# The state spans every slice, replicated along the "replica" axis (one row per slice).
+mesh = Mesh(np.array([slices[s] for s in sorted(slices)]), ("replica", "data"))
+w = np.arange(8, dtype=np.float32).reshape(4, 2)
+state = {"w": jax.device_put(w, NamedSharding(mesh, P())),
+         "b": jax.device_put(w[:, 0], NamedSharding(mesh, P("data")))}
+snapshotter = ocp.v1.training.pathways.Snapshotter(replica_axis_index=0)
+snapshotter.save(7, state)
+snapshotter.join()
+kill("worker", 1)
+wait_active(slices, {0, 2})
+# Restored from the survivors' pinned host memory onto the smaller mesh: no disk.
+smaller = Mesh(np.array([slices[0], slices[2]]), ("replica", "data"))
+abstract = jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+    x.shape, x.dtype, sharding=NamedSharding(smaller, x.sharding.spec)), state)
+restored = snapshotter.load(abstract)
+say(step=snapshotter.latest.step, w=np.asarray(restored["w"]).tolist(),
+    b=np.asarray(restored["b"]).tolist(),
+    devices=sorted(d.id for d in restored["w"].sharding.device_set))
+say(active=wait_active(slices, {0, 1, 2}))
+"""
+
+
+def test_orbax_pathways_snapshotter_restores_onto_the_slices_left(cluster):
+    restored, back = run_client(cluster, ORBAX_SNAPSHOT)
+    assert restored == {"step": 7, "w": [[0, 1], [2, 3], [4, 5], [6, 7]], "b": [0, 2, 4, 6],
+                        "devices": [0, 1, 4, 5]}, restored
+    assert back == {"active": [0, 1, 2]}
+
+
 KILL_RM = PRELUDE + """
 devices = jax.devices()
 slices = elastic.get_slice_to_devices(devices)

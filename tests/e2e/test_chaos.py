@@ -1,0 +1,88 @@
+"""Chaos: two clients train across four slices while workers are killed at random
+(never the last slice standing), and the resource manager and the proxy once each.
+No client crashes or hangs; every step succeeds or fails with DATA_LOSS (a lost slice)
+or UNAVAILABLE (the lost proxy); afterwards the workers hold nothing.
+
+CI runs SWITCHYARD_CHAOS_SECONDS (default 75) of it; a soak is the same test with a
+larger value, e.g. SWITCHYARD_CHAOS_SECONDS=1800 ./dev test -k chaos."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import switchyard
+from conftest import worker_buffers
+
+SECONDS = float(os.environ.get("SWITCHYARD_CHAOS_SECONDS", "75"))
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class Client:
+    def __init__(self, cluster, name: str):
+        self.name = name
+        self.lines: list[dict] = []
+        self.last = time.monotonic()
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "chaos_client.py"), "--seconds", str(SECONDS),
+             "--name", name], env={**os.environ, **cluster.env()}, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True)
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+                self.last = time.monotonic()
+
+
+def test_two_clients_train_through_kills_of_workers_the_rm_and_the_proxy():
+    rng = random.Random(7)
+    with switchyard.LocalCluster(workers=4, devices_per_worker=2) as cluster:
+        clients = [Client(cluster, f"c{i}") for i in range(2)]
+        start = time.monotonic()
+        # Workers die at a random point of every period; the RM and the proxy once each.
+        period = max(SECONDS / 5, 5.0)
+        events = [(period * k + rng.uniform(0, period * 0.8), "worker") for k in range(5)]
+        events += [(SECONDS * 0.35, "rm"), (SECONDS * 0.65, "proxy")]
+        events = [e for e in sorted(events) if e[0] < SECONDS - 5]
+        done_events = []
+        for at, role in events:
+            while time.monotonic() - start < at:
+                time.sleep(0.1)
+                for c in clients:  # nobody hangs: every client makes progress or reports
+                    assert time.monotonic() - c.last < 60, f"{c.name} silent for 60 s"
+            try:
+                if role == "worker":
+                    slice_index = rng.randrange(4)
+                    pid = cluster.child_pid("worker", slice_index)
+                    done_events.append(f"worker {slice_index}")
+                else:
+                    pid = cluster.child_pid(role)
+                    done_events.append(role)
+                os.kill(pid, signal.SIGKILL)
+            except LookupError:
+                pass  # still restarting from the last kill: spare it (never the last slice)
+        for c in clients:
+            c.proc.wait(timeout=SECONDS + 120)
+        print("events:", done_events)
+        for c in clients:
+            summary = c.lines[-1]
+            print(c.name, summary)
+            assert c.proc.returncode == 0 and summary.get("done"), (c.name, c.lines[-5:])
+            counts = summary["counts"]
+            assert summary["others"] == [], (c.name, summary["others"])
+            assert counts["ok"] >= 20, (c.name, counts, done_events)
+            if "proxy" in done_events:
+                assert counts["reconnects"] >= 1, (c.name, counts)
+        # What the clients held is freed on every worker.
+        deadline = time.monotonic() + 60
+        while worker_buffers(cluster) != 0:
+            assert time.monotonic() < deadline, f"{worker_buffers(cluster)} buffers left"
+            time.sleep(0.5)
