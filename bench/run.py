@@ -138,6 +138,8 @@ def main():
         for n in (1, 2, 4, 8):
             done = multiclient(c, n, k_033, seconds)
             r["multiclient"][n] = done * calib[str(k_033)] / seconds
+    print("== Switchyard, elasticity: kill -9 a slice's worker under elastic training", flush=True)
+    r["elastic"] = [elasticity() for _ in range(1 if quick else 3)]
     r["elapsed_s"] = time.time() - started
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -146,6 +148,25 @@ def main():
     (out / "latest.md").write_text(report)
     plot(r, out)
     print(report)
+
+
+def elasticity():
+    """Times from kill -9 of one of 3 slices to the first good step on 2, and back on 3,
+    from examples/elastic_train.py; the baseline is its own step time before the kill."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "elastic_train.py"), "--kill-at",
+                          "10", "--steps", "60", "--step-sleep", "0.05"], capture_output=True,
+                         text=True, timeout=600).stdout
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    killed = next(line for line in lines if "killed_slice" in line)
+    steps = [line for line in lines if "step" in line]
+    before = [s for s in steps if s["time"] <= killed["time"]]
+    step_s = (before[-1]["time"] - before[1]["time"]) / (len(before) - 2)
+    after = [s for s in steps if s["time"] > killed["time"]]
+    down = next(s for s in after if s["slices"] == 2)
+    back = next(s for s in after if s["slices"] == 3 and s["time"] > down["time"])
+    return {"step_s": step_s, "to_n_minus_1_s": down["time"] - killed["time"],
+            "to_n_s": back["time"] - killed["time"],
+            "steps_redone": killed["after_step"] - down["step"] + 1}
 
 
 def fmt(v, digits=0):
@@ -205,6 +226,10 @@ def render(r):
     target(f"worker -> worker bandwidth vs raw gRPC ({big} MiB)", f"{d2d:.2f}x", ">= 0.5x", d2d >= 0.5)
     busy4 = r["multiclient"][4]
     target("Device busy with 4 clients", f"{busy4:.0%}", ">= 90%", busy4 >= 0.9)
+    if r.get("elastic"):
+        worst = max(e["to_n_minus_1_s"] for e in r["elastic"])
+        target("kill -9 of a slice to the first good step on N-1 (worst run)", f"{worst:.2f} s",
+               "<= 5 s", worst <= 5)
 
     lines += ["", "## 2. Crossover: chained throughput on 4 slices vs compute size\n",
               "| compute (ms) | local JAX (/s) | Switchyard 4 workers (/s) | ratio |", "|---|---|---|---|"]
@@ -235,6 +260,16 @@ def render(r):
               "| clients | device busy |", "|---|---|"]
     for n in (1, 2, 4, 8):
         lines.append(f"| {n} | {r['multiclient'][n]:.0%} |")
+    if r.get("elastic"):
+        lines += ["", "## 6. Elasticity: kill -9 of one of 3 slices' worker under elastic training\n",
+                  "examples/elastic_train.py (pathwaysutils.elastic Manager, host-memory snapshots "
+                  "every 5 steps, `switchyard up` restarting the worker). Times from the kill.\n",
+                  "| run | step time (baseline) | first good step on 2 slices | back on 3 slices | "
+                  "steps redone |", "|---|---|---|---|---|"]
+        for i, e in enumerate(r["elastic"], 1):
+            lines.append(f"| {i} | {e['step_s'] * 1e3:.0f} ms | {e['to_n_minus_1_s']:.2f} s "
+                         f"({e['to_n_minus_1_s'] / e['step_s']:.0f} steps) | {e['to_n_s']:.2f} s | "
+                         f"{e['steps_redone']} |")
     return "\n".join(lines) + "\n"
 
 

@@ -95,6 +95,8 @@ def client(args) -> None:
             if victim and step == args.kill_at:
                 os.kill(int(victim), signal.SIGKILL)
                 victim = None
+                print(json.dumps({"killed_slice": 1, "after_step": step,
+                                  "time": round(time.monotonic() - start, 3)}), flush=True)
             if mgr.available_inactive_slices:
                 snapshot.save(step, params)  # grow back from this very step
                 raise manager.ScaleUpSignalError()

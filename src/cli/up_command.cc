@@ -52,6 +52,7 @@ sigset_t HandledSignals() {
   return set;
 }
 
+// The child's pid; -1 if fork failed (out of memory or processes).
 pid_t Spawn(const std::string& self, const std::vector<std::string>& args) {
   pid_t parent = getpid();
   pid_t pid = fork();
@@ -76,12 +77,19 @@ class Cluster {
  public:
   explicit Cluster(std::string self) : self_(std::move(self)) {}
 
-  void Start(const std::string& name, const std::vector<std::string>& args) {
+  // False if the process could not be started.
+  bool Start(const std::string& name, const std::vector<std::string>& args) {
     Child& child = children_[name];
     child.args = args;
     child.started = absl::Now();
     child.pid = Spawn(self_, args);
+    if (child.pid < 0) {
+      SY_LOG(Error) << "cannot start " << name << ": fork: " << std::strerror(errno);
+      child.pid = 0;
+      return false;
+    }
     pids_[child.pid] = name;
+    return true;
   }
 
   // Reaps exited children and schedules restarts; returns the names of those that
@@ -128,6 +136,14 @@ class Cluster {
       }
       child.started = absl::Now();
       child.pid = Spawn(self_, child.args);
+      if (child.pid < 0) {  // try again after the next backoff
+        SY_LOG(Error) << "cannot restart " << name << ": fork: " << std::strerror(errno);
+        child.pid = 0;
+        child.backoff = std::min(child.backoff * 2, kRestartBackoffMax);
+        child.restart_at = absl::Now() + child.backoff;
+        next = std::min(next, child.backoff);
+        continue;
+      }
       pids_[child.pid] = name;
       SY_LOG(Info) << "restarted " << name << " (pid " << child.pid << ")";
     }

@@ -19,6 +19,15 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
   builder.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
+  // A peer that vanishes without closing its connection (a host gone dark, a stopped
+  // process) is noticed by keepalive pings: its streams end, and so do waits on them.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, limits::kKeepaliveTimeMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits::kKeepaliveTimeoutMs);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients (ours, and jaxlib's) may ping as often as they like.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             limits::kKeepaliveTimeMs / 2);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
@@ -38,6 +47,10 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, limits::kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits::kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 

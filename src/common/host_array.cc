@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/limits.h"
+#include "common/wire_numbers.h"
 
 namespace switchyard {
 namespace {
@@ -94,7 +96,17 @@ absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
           "byte_strides [", absl::StrJoin(byte_strides, ","),
           "] must be positive multiples of the element size ", element_bytes));
     }
-    last += byte_strides[d] * (shape[d] - 1);
+    // Strides come from the client: every step is checked, so the region's size (and
+    // every offset inside it) fits.
+    absl::StatusOr<int64_t> span = CheckedProduct(byte_strides[d], shape[d] - 1,
+                                                  limits::kHostRegionBytesMax, "byte strides");
+    if (!span.ok()) return span.status();
+    if (*span > limits::kHostRegionBytesMax - last - element_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "byte_strides [", absl::StrJoin(byte_strides, ","), "] span more than ",
+          limits::kHostRegionBytesMax, " bytes"));
+    }
+    last += *span;
   }
   return last + element_bytes;
 }

@@ -15,6 +15,10 @@ inline constexpr int64_t kBufferChunkBytes = 4 << 20;
 // kHeartbeatMissesMax periods without one (2 s: a lost host shows within 5 s).
 inline constexpr int64_t kHeartbeatPeriodMs = 500;
 inline constexpr int64_t kHeartbeatMissesMax = 4;
+// Keepalive pings on every connection between Switchyard processes: a peer that
+// vanishes without closing its connections is noticed within time + timeout.
+inline constexpr int64_t kKeepaliveTimeMs = 10 * 1000;
+inline constexpr int64_t kKeepaliveTimeoutMs = 5 * 1000;
 // A worker that cannot reach the RM retries with exponential backoff up to this.
 inline constexpr int64_t kRegisterBackoffMaxMs = 5000;
 
@@ -53,6 +57,19 @@ inline constexpr int64_t kStreamAppearS = 10;
 // A proxy (owner) with no Dispatch stream open to a worker for this long is gone:
 // the worker frees what it made.
 inline constexpr int64_t kOwnerLeaseGraceMs = 3000;
+// A worker that takes no operation from its stream for this long, while a proxy waits
+// to write one, is hung: its epoch ends (DATA_LOSS), as if it had died. Long, because a
+// worker busy with long launches legitimately stops reading once its window is full.
+inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
+// Launches a worker hands to its plugin ahead of their completion. Enough to keep the
+// devices busy; the rest wait in the operation stream, where a session that ends can
+// still drop them (what the plugin has queued runs regardless).
+inline constexpr int64_t kLaunchWindow = 32;
+// Fetches one session runs at once, each on a thread of its own, so that its request
+// loop goes on; past this, a fetch runs on the session's thread.
+inline constexpr int64_t kFetchesInFlightMax = 64;
+// Ended sessions a worker remembers, to drop their launches still on the way.
+inline constexpr int64_t kCancelledSessionsKept = 4096;
 
 // Deletions ride with the next operation to a worker; those still waiting are sent
 // this often, so a client that goes quiet after dropping arrays gets them freed.
@@ -62,6 +79,8 @@ inline constexpr int64_t kDeleteFlushPeriodMs = 5;
 // client-sent dimensions (times 16-byte elements) inside int64.
 inline constexpr int64_t kArrayRankMax = 64;
 inline constexpr int64_t kArrayElementsMax = int64_t{1} << 44;
+// The bytes a strided host array may span (its elements, 16 bytes at most each).
+inline constexpr int64_t kHostRegionBytesMax = kArrayElementsMax * 16;
 // Devices of one sharding, mesh or device assignment: device ids are int32 on the
 // IFRT wire, and a tile assignment is materialized as a list.
 inline constexpr int64_t kDevicesMax = int64_t{1} << 20;

@@ -23,6 +23,12 @@ Fleet::Fleet(std::string rm_address)
       rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
   watcher_ = std::thread([this] { WatchLoop(); });
   housekeeper_ = std::thread([this] { HousekeepingLoop(); });
+  // Probes block for up to a second each: on a thread of their own.
+  prober_ = std::thread([this] {
+    while (!stop_.WaitForNotificationWithTimeout(kProbePeriod)) {
+      for (WorkerConnection* connection : Connections()) connection->ProbeIfDown();
+    }
+  });
 }
 
 Fleet::~Fleet() {
@@ -33,6 +39,10 @@ Fleet::~Fleet() {
   }
   watcher_.join();
   housekeeper_.join();
+  prober_.join();
+  // Every connection stops before any goes away: their readers' last callbacks may
+  // release buffers of other connections.
+  for (WorkerConnection* connection : Connections()) connection->Close();
 }
 
 int32_t Fleet::NextLaunchId() {
@@ -111,13 +121,10 @@ std::vector<WorkerConnection*> Fleet::Connections() const {
 }
 
 void Fleet::HousekeepingLoop() {
-  absl::Time next_probe = absl::Now();
   while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(limits::kDeleteFlushPeriodMs))) {
-    const std::vector<WorkerConnection*> connections = Connections();
-    for (WorkerConnection* connection : connections) connection->SendDeletes();
-    if (absl::Now() >= next_probe) {
-      for (WorkerConnection* connection : connections) connection->ProbeIfDown();
-      next_probe = absl::Now() + kProbePeriod;
+    for (WorkerConnection* connection : Connections()) {
+      connection->CheckStall(absl::Milliseconds(limits::kWorkerStallMs));
+      connection->SendDeletes();
     }
   }
 }

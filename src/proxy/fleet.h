@@ -49,8 +49,8 @@ class Fleet {
  private:
   void WatchLoop();
   void Apply(const switchyard::Fleet& fleet) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Sends the deletions no operation carried along (kDeleteFlushPeriodMs) and probes
-  // hosts that are down.
+  // Sends the deletions no operation carried along (kDeleteFlushPeriodMs) and ends the
+  // epoch of a worker that stopped reading its stream.
   void HousekeepingLoop();
   std::vector<WorkerConnection*> Connections() const ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -66,6 +66,7 @@ class Fleet {
   std::shared_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mutex_);
   std::thread watcher_;
   std::thread housekeeper_;
+  std::thread prober_;  // probes hosts that are down (WorkerConnection::ProbeIfDown)
 };
 
 }  // namespace switchyard::proxy

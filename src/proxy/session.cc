@@ -103,9 +103,13 @@ Session::Session(uint64_t id, Version version, Fleet* fleet,
       num_elastic_slices_(num_elastic_slices) {}
 
 Session::~Session() {
-  // Fetches still running answer nobody now; they stop at once.
+  // Fetches still running answer nobody now; they stop at once. Launches not started
+  // yet are dropped: nobody will read their outputs.
   calls_.CancelAll();
   for (Fetch& fetch : fetches_) fetch.thread.join();
+  for (WorkerConnection* worker : workers_) {
+    if (worker->up()) CancelLaunches(worker, id_);
+  }
   // Arrays release their worker buffers; executables their worker programs.
   arrays_.Clear();
   executables_.clear();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/guarded.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
@@ -179,10 +180,11 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   // (not deleted on its worker) until the pull is done.
   DispatchRequest op;
   *op.mutable_assemble() = std::move(request);
-  absl::StatusOr<WorkerConnection::Ticket> ticket =
-      worker->Send(std::move(op), [worker, from](absl::Status status) {
-        LogTransferFailure("transfer to", worker, status);
-      });
+  // A local source must still be there: the copy goes out in the epoch it was made in.
+  absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
+      std::move(op),
+      [worker, from](absl::Status status) { LogTransferFailure("transfer to", worker, status); },
+      from->worker() == worker ? from->made().epoch : 0);
   if (!ticket.ok()) return RemoteBuffer::Lost(worker, to_device, ticket.status());
   return std::make_shared<RemoteBuffer>(worker, id, to_device, *ticket);
 }
@@ -442,6 +444,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     std::vector<std::shared_ptr<RemoteBuffer>> sources;
     int64_t covered = 0;
     absl::Status lost;
+    uint64_t local_epoch = 0;  // of sources on the destination worker, if any
     for (size_t c : chosen) {
       const IndexDomain& have = from.domains[c];
       BufferPiece piece;
@@ -457,6 +460,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       if (empty && !shape.empty()) continue;
       const auto& shard = array.shards[c];
       if (absl::Status usable = shard->Usable(); !usable.ok() && lost.ok()) lost = usable;
+      if (shard->worker() == worker) local_epoch = shard->made().epoch;
       SetSource(*shard, worker, &piece);
       covered += NumElements({piece.size().begin(), piece.size().end()});
       *request.add_pieces() = std::move(piece);
@@ -472,10 +476,10 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     const uint64_t id = header->buffer_id();
     DispatchRequest op;
     *op.mutable_assemble() = std::move(request);
-    absl::StatusOr<WorkerConnection::Ticket> ticket =
-        worker->Send(std::move(op), [worker, sources](absl::Status status) {
-          LogTransferFailure("reshard on", worker, status);
-        });
+    absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
+        std::move(op),
+        [worker, sources](absl::Status status) { LogTransferFailure("reshard on", worker, status); },
+        local_epoch);
     out->shards[j] = ticket.ok() ? std::make_shared<RemoteBuffer>(worker, id, device, *ticket)
                                  : RemoteBuffer::Lost(worker, device, ticket.status());
   }
@@ -582,20 +586,26 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
       ++it;
     }
   }
+  // The thread gets a copy: the session may delete or donate the array meanwhile (its
+  // shards stay alive, held by the copy, until the fetch is done).
+  auto copy = std::make_shared<const Array>(*array);
   auto finished = std::make_shared<std::atomic<bool>>(false);
-  fetches_.push_back(Fetch{
-      std::thread([this, array = std::move(array), strides = std::move(strides), host, op_id,
-                   finished] {
-        absl::StatusOr<std::unique_ptr<HostBytes>> bytes =
-            Guarded("CopyToHostBuffer", [&] { return FetchArray(*array, strides, &calls_); });
-        absl::Status status = bytes.ok() ? host->Fill(*std::move(bytes)) : bytes.status();
-        if (!status.ok()) host->Finish(status);
-        AnswerLater(*sink_, op_id, status, [](wire::IfrtResponse* response) {
-          response->mutable_copy_to_host_buffer_response();
-        });
-        finished->store(true);
-      }),
-      finished});
+  auto fetch = [this, array = std::move(copy), strides = std::move(strides), host, op_id,
+                finished] {
+    absl::StatusOr<std::unique_ptr<HostBytes>> bytes =
+        Guarded("CopyToHostBuffer", [&] { return FetchArray(*array, strides, &calls_); });
+    absl::Status status = bytes.ok() ? host->Fill(*std::move(bytes)) : bytes.status();
+    if (!status.ok()) host->Finish(status);
+    AnswerLater(*sink_, op_id, status, [](wire::IfrtResponse* response) {
+      response->mutable_copy_to_host_buffer_response();
+    });
+    finished->store(true);
+  };
+  if (static_cast<int64_t>(fetches_.size()) >= limits::kFetchesInFlightMax) {
+    fetch();  // enough threads: this client waits its turn
+  } else {
+    fetches_.push_back(Fetch{std::thread(std::move(fetch)), finished});
+  }
   return absl::OkStatus();
 }
 

@@ -410,6 +410,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     ExecuteRequest* launch = launches[p].mutable_execute();
     launch->set_executable_id(part.worker_id);
     launch->set_launch_id(launch_id);
+    launch->set_session(id_);
     for (int64_t device : part.devices) {
       BufferIdList* arguments = launch->add_arguments();
       for (size_t i = 0; i < args.size(); ++i) {
@@ -439,9 +440,10 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // goes on the same streams, so after this launch.
   std::vector<WorkerConnection::Ticket> tickets;
   if (lost.ok() && multi_worker) {
-    std::vector<std::pair<WorkerConnection*, DispatchRequest>> parts;
+    std::vector<WorkerConnection::Part> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
-      parts.emplace_back(executable->parts[p].worker, launches[p]);
+      // In the epoch the part and its arguments were checked in.
+      parts.push_back({executable->parts[p].worker, launches[p], executable->parts[p].epoch});
     }
     absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
         WorkerConnection::SendTogether(std::move(parts));
@@ -451,7 +453,8 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
       lost = sent.status();
     }
   } else if (lost.ok()) {
-    absl::StatusOr<WorkerConnection::Ticket> sent = executable->parts[0].worker->Send(launches[0]);
+    absl::StatusOr<WorkerConnection::Ticket> sent =
+        executable->parts[0].worker->Send(launches[0], nullptr, executable->parts[0].epoch);
     if (sent.ok()) {
       tickets.push_back(*sent);
     } else {

@@ -135,6 +135,17 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
   return data;
 }
 
+void CancelLaunches(WorkerConnection* worker, uint64_t session) {
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Seconds(2));
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return;
+  CancelLaunchesRequest request;
+  request.set_session(session);
+  CancelLaunchesResponse response;
+  (void)call->stub->CancelLaunches(&context, request, &response);
+}
+
 absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);

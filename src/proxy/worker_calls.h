@@ -48,4 +48,8 @@ struct Compiled {
 };
 absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request);
 
+// Asks the worker to drop `session`'s launches that have not started. Best effort, short
+// deadline: a worker that does not answer runs them, and frees their outputs after.
+void CancelLaunches(WorkerConnection* worker, uint64_t session);
+
 }  // namespace switchyard::proxy

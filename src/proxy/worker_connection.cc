@@ -31,10 +31,14 @@ WorkerConnection::WorkerConnection(int slice_index, int host_index)
   down_ = absl::DataLossError(absl::StrCat(Describe(), " has not joined the fleet yet"));
 }
 
-WorkerConnection::~WorkerConnection() {
+WorkerConnection::~WorkerConnection() { Close(); }
+
+void WorkerConnection::Close() {
   {
     absl::MutexLock lock(&mutex_);
     closing_ = true;
+    // Unblocks a write stuck on a worker that does not read, so the lock below comes.
+    if (live_context_ != nullptr) live_context_->TryCancel();
   }
   std::vector<Reader> readers;
   {
@@ -67,6 +71,10 @@ bool WorkerConnection::up() const {
 
 absl::Status WorkerConnection::CheckEpoch(uint64_t epoch) const {
   absl::MutexLock lock(&mutex_);
+  return CheckEpochLocked(epoch);
+}
+
+absl::Status WorkerConnection::CheckEpochLocked(uint64_t epoch) const {
   if (!up_) return down_;
   if (epoch == epoch_) return absl::OkStatus();
   return absl::DataLossError(absl::StrCat("lost with ", Describe(),
@@ -135,36 +143,23 @@ void WorkerConnection::ProbeIfDown() {
 }
 
 void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
-  std::vector<Done> orphans;
-  absl::Status lost;
-  bool closing;
   {
     absl::MutexLock lock(&mutex_);
     if (!up_ || epoch != epoch_) return;
-    closing = closing_;
     up_ = false;
     lost_boot_ = boot_id_;
     ++epoch_;
-    down_ = closing ? absl::UnavailableError("the proxy is stopping")
-                    : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
-    lost = closing ? down_ : absl::DataLossError(absl::StrCat(Describe(), " was lost: ", reason));
-    if (live_context_ != nullptr) live_context_->TryCancel();  // unblocks a stuck write
+    down_ = closing_ ? absl::UnavailableError("the proxy is stopping")
+                     : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
+    // The epoch's reader fails what waits on it (never here: callers may hold locks),
+    // once the stream is cancelled; that also unblocks a stuck write.
+    if (live_context_ != nullptr) live_context_->TryCancel();
     live_context_ = nullptr;
     pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
-    for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (it->second.epoch == epoch) {
-        orphans.push_back(std::move(it->second.done));
-        it = waiting_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    if (closing_) return;
   }
-  if (!closing) {
-    SY_LOG(Warning) << lost.message() << " (epoch " << epoch << " ended; " << orphans.size()
-                    << " waiting operations fail)";
-  }
-  for (Done& done : orphans) done(lost);
+  SY_LOG(Warning) << "slice " << slice_index_ << " host " << host_index_ << " was lost: "
+                  << reason << " (epoch " << epoch << " ended)";
 }
 
 absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
@@ -230,7 +225,25 @@ void WorkerConnection::WriteDeletesLocked() {
   DispatchRequest batch;
   batch.set_seq(next_seq_++);
   batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
-  if (!stream_->Write(batch)) MarkDown(*epoch, "its operation stream failed");
+  if (!WriteLocked(batch, *epoch)) MarkDown(*epoch, "its operation stream failed");
+}
+
+bool WorkerConnection::WriteLocked(const DispatchRequest& op, uint64_t epoch) {
+  write_epoch_.store(epoch);
+  write_started_ns_.store(absl::GetCurrentTimeNanos());
+  const bool written = stream_->Write(op);
+  write_started_ns_.store(0);
+  return written;
+}
+
+void WorkerConnection::CheckStall(absl::Duration limit) {
+  const int64_t started = write_started_ns_.load();
+  if (started == 0 || absl::GetCurrentTimeNanos() - started < absl::ToInt64Nanoseconds(limit)) {
+    return;
+  }
+  MarkDown(write_epoch_.load(),
+           absl::StrCat("it has not taken an operation for ", absl::FormatDuration(limit),
+                        " (hung?)"));
 }
 
 void WorkerConnection::SendDeletes() {
@@ -242,55 +255,67 @@ void WorkerConnection::SendDeletes() {
   WriteDeletesLocked();
 }
 
-absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(DispatchRequest op, Done done) {
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(DispatchRequest op, Done done,
+                                                                uint64_t expected_epoch) {
   absl::MutexLock write_lock(&write_mutex_);
-  return SendLocked(std::move(op), std::move(done));
+  return SendLocked(std::move(op), std::move(done), expected_epoch);
 }
 
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
-    std::vector<std::pair<WorkerConnection*, DispatchRequest>> ops) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<Part> parts) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.
-  std::vector<size_t> order(ops.size());
-  for (size_t i = 0; i < ops.size(); ++i) order[i] = i;
+  std::vector<size_t> order(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const WorkerConnection* x = ops[a].first;
-    const WorkerConnection* y = ops[b].first;
+    const WorkerConnection* x = parts[a].worker;
+    const WorkerConnection* y = parts[b].worker;
     return std::pair(x->slice_index_, x->host_index_) < std::pair(y->slice_index_, y->host_index_);
   });
-  for (size_t i : order) ops[i].first->write_mutex_.Lock();
+  for (size_t i : order) parts[i].worker->write_mutex_.Lock();
   absl::Status down;
   for (size_t i : order) {
-    absl::StatusOr<uint64_t> epoch = ops[i].first->EnsureStreamLocked();
-    if (!epoch.ok() && down.ok()) down = epoch.status();
+    absl::StatusOr<uint64_t> epoch = parts[i].worker->EnsureStreamLocked();
+    if (!epoch.ok()) {
+      down = epoch.status();
+    } else if (parts[i].expected_epoch != 0 && *epoch != parts[i].expected_epoch) {
+      down = parts[i].worker->CheckEpoch(parts[i].expected_epoch);
+    }
+    if (!down.ok()) break;
   }
-  std::vector<Ticket> tickets(ops.size());
+  // A host whose epoch ends between the check above and its write gets nothing while
+  // its peers get their parts; those then wait in a collective until the plugin gives
+  // up. The host is lost either way, and so is the launch.
+  std::vector<Ticket> tickets(parts.size());
   if (down.ok()) {
-    for (size_t i = 0; i < ops.size(); ++i) {
-      absl::StatusOr<Ticket> ticket = ops[i].first->SendLocked(std::move(ops[i].second), nullptr);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      absl::StatusOr<Ticket> ticket = parts[i].worker->SendLocked(std::move(parts[i].op), nullptr,
+                                                                  parts[i].expected_epoch);
       if (ticket.ok()) tickets[i] = *ticket;
     }
   }
-  for (auto it = order.rbegin(); it != order.rend(); ++it) ops[*it].first->write_mutex_.Unlock();
+  for (auto it = order.rbegin(); it != order.rend(); ++it) parts[*it].worker->write_mutex_.Unlock();
   if (!down.ok()) return down;
   return tickets;
 }
 
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op,
-                                                                      Done done) {
+                                                                      Done done,
+                                                                      uint64_t expected_epoch) {
   WriteDeletesLocked();
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
   if (!epoch.ok()) return epoch.status();
+  if (expected_epoch != 0 && *epoch != expected_epoch) return CheckEpoch(expected_epoch);
   Ticket ticket{*epoch, stream_id_, next_seq_++};
   op.set_seq(ticket.seq);
   if (done != nullptr) {
     op.set_reply(true);
     absl::MutexLock lock(&mutex_);
-    if (epoch_ != ticket.epoch) return down_;  // ended while the stream opened
+    if (absl::Status current = CheckEpochLocked(ticket.epoch); !current.ok()) return current;
     waiting_[ticket.seq] = Waiter{ticket.epoch, std::move(done)};
   }
-  // A failed write ends the epoch, which fails the waiter registered above; what the
-  // operation was to make is lost with the epoch.
-  if (!stream_->Write(op)) MarkDown(ticket.epoch, "its operation stream failed");
+  // A failed write ends the epoch, whose reader then fails the waiter registered above;
+  // what the operation was to make is lost with the epoch.
+  if (!WriteLocked(op, ticket.epoch)) MarkDown(ticket.epoch, "its operation stream failed");
   return ticket;
 }
 
@@ -315,9 +340,24 @@ void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
                       << " failed: " << status;
     }
   }
-  // The stream ended: what it was to carry out will not be.
+  // The stream ended: what it was to carry out will not be, and the epoch is over.
   absl::Status finished = FromGrpcStatus(stream->Finish());
   MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
+  std::vector<Done> orphans;
+  absl::Status lost;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (it->second.epoch == epoch) {
+        orphans.push_back(std::move(it->second.done));
+        it = waiting_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lost = CheckEpochLocked(epoch);
+  }
+  for (Done& done : orphans) done(lost);
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, uint64_t epoch) {
@@ -360,7 +400,7 @@ absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
   if (!epoch.ok()) return epoch.status();
   absl::MutexLock lock(&mutex_);
-  if (epoch_ != *epoch || !up_) return down_;
+  if (absl::Status current = CheckEpochLocked(*epoch); !current.ok()) return current;
   context->AddMetadata(kOwnerMetadata, absl::StrCat(owner_));
   context->AddMetadata(kBootMetadata, boot_id_);
   return Call{stub_, *epoch};

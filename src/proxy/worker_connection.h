@@ -58,7 +58,7 @@ class WorkerConnection {
   };
 
   WorkerConnection(int slice_index, int host_index);
-  ~WorkerConnection();
+  ~WorkerConnection();  // Close()
   WorkerConnection(const WorkerConnection&) = delete;
   WorkerConnection& operator=(const WorkerConnection&) = delete;
 
@@ -78,18 +78,30 @@ class WorkerConnection {
   // stream broke but the process lives. Blocks for the probe; called by the fleet.
   void ProbeIfDown() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
+  // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
+  // waits on it, once its stream is cancelled.
   void MarkDown(uint64_t epoch, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Stops: cancels the stream and joins its readers, which fail what still waits with
+  // UNAVAILABLE. The connection stays valid (and down) until destroyed.
+  void Close() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
 
   // Sends `op`; `done`, if given, runs (on a reader thread or here) once the worker has
   // carried it out, with its status, or with DATA_LOSS if the worker is lost first.
-  // DATA_LOSS at once (and `done` not called) while the connection is down.
-  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr)
+  // DATA_LOSS at once (and `done` not called) while the connection is down, or when it
+  // is no longer in `expected_epoch` (0: any), the epoch of the buffers `op` names.
+  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr,
+                              uint64_t expected_epoch = 0)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Sends one operation to each of several workers as one step: no other operation to
   // any of them goes in between (a launch spanning hosts must reach every host in the
-  // same order relative to everything else). DATA_LOSS, sending nothing, if one is down.
-  static absl::StatusOr<std::vector<Ticket>> SendTogether(
-      std::vector<std::pair<WorkerConnection*, DispatchRequest>> ops);
+  // same order relative to everything else). DATA_LOSS, sending nothing, if one is down
+  // or out of its expected epoch.
+  struct Part {
+    WorkerConnection* worker;
+    DispatchRequest op;
+    uint64_t expected_epoch = 0;
+  };
+  static absl::StatusOr<std::vector<Ticket>> SendTogether(std::vector<Part> parts);
   // Deletes a buffer made in `epoch`, after every operation sent before this call.
   // Never blocks (destructors call it, also on reader threads): it goes out with the
   // next operation. Buffers of an ended epoch are the worker's to free (their owner's
@@ -97,6 +109,9 @@ class WorkerConnection {
   void DeleteLater(uint64_t buffer_id, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mutex_);
   // Sends the deletions waiting for the next operation, if any.
   void SendDeletes() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // A write blocked for `limit` (the worker stopped reading its stream while it still
+  // heartbeats: hung) ends the epoch, which unblocks it. Called by the fleet.
+  void CheckStall(absl::Duration limit) ABSL_LOCKS_EXCLUDED(mutex_);
   // `done` runs once the buffers are computed (their error, if any), ordered after
   // everything sent before; DATA_LOSS if the worker is lost first.
   void AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done);
@@ -126,16 +141,20 @@ class WorkerConnection {
   };
   using Stream = grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>;
 
-  absl::StatusOr<Ticket> SendLocked(DispatchRequest op, Done done)
+  absl::StatusOr<Ticket> SendLocked(DispatchRequest op, Done done, uint64_t expected_epoch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
   // Opens the stream of the current epoch if it is not open. DATA_LOSS while down.
   absl::StatusOr<uint64_t> EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
       ABSL_LOCKS_EXCLUDED(mutex_);
   void WriteDeletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
+  // One write on the stream, watched by CheckStall.
+  bool WriteLocked(const DispatchRequest& op, uint64_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReadLoop(std::shared_ptr<grpc::ClientContext> context, std::shared_ptr<Stream> stream,
                 uint64_t epoch);
   std::string Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status CheckEpochLocked(uint64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int slice_index_;
   const int host_index_;
@@ -150,6 +169,8 @@ class WorkerConnection {
   std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(write_mutex_);
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(write_mutex_);
   std::vector<Reader> readers_ ABSL_GUARDED_BY(write_mutex_);
+  std::atomic<int64_t> write_started_ns_{0};  // 0: not in a write
+  std::atomic<uint64_t> write_epoch_{0};
 
   mutable absl::Mutex mutex_;
   HostView view_ ABSL_GUARDED_BY(mutex_);  // the RM's latest

@@ -28,11 +28,13 @@ absl::Status RmService::Start() {
             "the state file ", state_file_, " is not an RM state; move it away to start afresh "
             "(device ids will then be assigned anew)"));
       }
-      absl::MutexLock lock(&mutex_);
-      absl::Status restored = membership_.Restore(state, clock_->Now());
-      if (!restored.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("the state file ", state_file_, " is inconsistent: ", restored.message()));
+      {
+        absl::MutexLock lock(&mutex_);
+        absl::Status restored = membership_.Restore(state, clock_->Now());
+        if (!restored.ok()) {
+          return absl::InvalidArgumentError(absl::StrCat("the state file ", state_file_,
+                                                         " is inconsistent: ", restored.message()));
+        }
       }
       SY_LOG(Info) << "restored " << state.device_ids_size() << " device ids and "
                    << state.hosts_size() << " hosts from " << state_file_

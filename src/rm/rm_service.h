@@ -50,7 +50,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   void SweepLoop();
   // Writes the state if it changed since the last write. Not under `mutex_`: a slow
   // disk delays only the registration that changed the state.
-  void SaveState() ABSL_LOCKS_EXCLUDED(mutex_, save_mutex_);
+  void SaveState() ABSL_LOCKS_EXCLUDED(save_mutex_, mutex_);
 
   const Clock* clock_;
   const absl::Duration heartbeat_period_;
@@ -60,7 +60,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t watchers_ ABSL_GUARDED_BY(mutex_) = 0;
-  absl::Mutex save_mutex_ ABSL_ACQUIRED_AFTER(mutex_);
+  absl::Mutex save_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   std::string saved_ ABSL_GUARDED_BY(save_mutex_);  // what the file holds
   KvStore kv_;
   absl::Notification stop_;

@@ -151,6 +151,9 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   std::shared_ptr<const pjrt::Executable> executable;
   {
     absl::MutexLock lock(&mutex_);
+    if (request.session() != 0 && cancelled_.contains(request.session())) {
+      return absl::CancelledError("the session that launched it has ended");
+    }
     auto it = executables_.find(request.executable_id());
     if (it == executables_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown executable ", request.executable_id()));
@@ -191,6 +194,17 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
     for (auto& event : multi_device_inflight_) (void)event->Await();
     multi_device_inflight_.clear();
   }
+  while (window_.size() >= static_cast<size_t>(limits::kLaunchWindow)) {
+    for (auto& event : window_.front()) (void)event->Await();
+    window_.pop_front();
+  }
+  {
+    // Cancelled while this launch waited for room.
+    absl::MutexLock lock(&mutex_);
+    if (request.session() != 0 && cancelled_.contains(request.session())) {
+      return absl::CancelledError("the session that launched it has ended");
+    }
+  }
   auto launch = executable->Execute(arguments, request.launch_id());
   if (!launch.ok()) {
     return absl::Status(launch.status().code(),
@@ -215,6 +229,8 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
     }
   } else if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
     multi_device_inflight_ = std::move(launch->completions);
+  } else {
+    window_.push_back(std::move(launch->completions));
   }
   return status;
 }
@@ -226,6 +242,17 @@ std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
     if (executables_.erase(id) == 0) not_found.push_back(id);
   }
   return not_found;
+}
+
+void Executor::CancelSession(uint64_t session) {
+  if (session == 0) return;
+  absl::MutexLock lock(&mutex_);
+  if (!cancelled_.insert(session).second) return;
+  cancelled_order_.push_back(session);
+  if (cancelled_order_.size() > static_cast<size_t>(limits::kCancelledSessionsKept)) {
+    cancelled_.erase(cancelled_order_.front());
+    cancelled_order_.pop_front();
+  }
 }
 
 int64_t Executor::DeleteOwned(uint64_t owner) {

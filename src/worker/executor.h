@@ -7,7 +7,10 @@
 #include <memory>
 #include <vector>
 
+#include <deque>
+
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "pjrt/client.h"
@@ -37,6 +40,9 @@ class Executor {
   absl::Status Execute(const ExecuteRequest& request, uint64_t owner = 0)
       ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Launches of `session` that have not started are dropped from now on: their outputs
+  // get CANCELLED.
+  void CancelSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
   // Deletes the executables `owner` compiled; returns how many.
   int64_t DeleteOwned(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -67,6 +73,13 @@ class Executor {
   absl::Mutex multi_device_mutex_;
   std::vector<std::unique_ptr<pjrt::Event>> multi_device_inflight_
       ABSL_GUARDED_BY(multi_device_mutex_);
+  // Launches handed to the plugin and maybe not finished, oldest first. At most
+  // kLaunchWindow of them: the rest wait in the operation stream, where a cancelled
+  // session's launches can still be dropped (the plugin's queue cannot be undone).
+  std::deque<std::vector<std::unique_ptr<pjrt::Event>>> window_
+      ABSL_GUARDED_BY(multi_device_mutex_);
+  std::deque<uint64_t> cancelled_order_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace switchyard::worker

@@ -38,6 +38,103 @@ uint64_t MetadataNumber(const grpc::ServerContext& context, const char* key) {
   return absl::SimpleAtoi(Metadata(context, key), &value) ? value : 0;
 }
 
+// The answers of one Dispatch stream, written in order by one thread of the stream's
+// own: readiness callbacks run on the plugin's device threads and must never block
+// there (a device thread stuck in a write would leave its peers waiting in a
+// collective). Shared with those callbacks, which may outlive the stream: answers
+// that come after it has ended are dropped.
+class DispatchAnswers {
+ public:
+  using Stream = grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>;
+  explicit DispatchAnswers(Stream* stream)
+      : stream_(stream), reader_(std::this_thread::get_id()), writer_([this] { WriteLoop(); }) {}
+  ~DispatchAnswers() {
+    {
+      absl::MutexLock lock(&mutex_);
+      closed_ = true;
+    }
+    if (writer_.joinable()) writer_.join();  // Finish has, unless the handler threw
+  }
+
+  // An await whose answer comes later, from a device thread.
+  void AwaitStarted() ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    ++waiting_;
+  }
+
+  void Respond(uint64_t seq, const absl::Status& status, bool awaited = false)
+      ABSL_LOCKS_EXCLUDED(mutex_) {
+    DispatchResponse response;
+    response.set_seq(seq);
+    response.set_code(static_cast<int>(status.code()));
+    response.set_message(std::string(status.message()));
+    {
+      absl::MutexLock lock(&mutex_);
+      if (awaited) --waiting_;
+      if (closed_) return;
+      // On the stream's own thread, with nothing queued ahead, write at once (outside
+      // the lock, which device-thread callbacks take): one thread wakeup fewer for the
+      // common case of an await on a finished buffer.
+      if (std::this_thread::get_id() != reader_ || !answers_.empty() || writing_) {
+        answers_.push_back(std::move(response));
+        return;
+      }
+      writing_ = true;
+    }
+    stream_->Write(response);
+    absl::MutexLock lock(&mutex_);
+    writing_ = false;
+  }
+
+  // Reading has ended. Pending awaits are still answered while the caller is there;
+  // once it has gone (cancelled), nothing is waited for. Then the stream may go away.
+  void Finish(const grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mutex_) {
+    {
+      absl::MutexLock lock(&mutex_);
+      auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return answers_.empty() && !writing_ && waiting_ == 0;
+      };
+      while (!drained() && !context.IsCancelled()) {
+        mutex_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(100));
+      }
+      auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !writing_; };
+      mutex_.Await(absl::Condition(&idle));
+      closed_ = true;
+    }
+    writer_.join();
+  }
+
+ private:
+  void WriteLoop() ABSL_LOCKS_EXCLUDED(mutex_) {
+    while (true) {
+      DispatchResponse response;
+      {
+        absl::MutexLock lock(&mutex_);
+        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+          return closed_ || (!answers_.empty() && !writing_);
+        };
+        mutex_.Await(absl::Condition(&ready));
+        if (closed_) return;
+        response = std::move(answers_.front());
+        answers_.pop_front();
+        writing_ = true;
+      }
+      stream_->Write(response);
+      absl::MutexLock lock(&mutex_);
+      writing_ = false;
+    }
+  }
+
+  Stream* const stream_;  // used only until `closed_`
+  const std::thread::id reader_;
+  absl::Mutex mutex_;
+  std::deque<DispatchResponse> answers_ ABSL_GUARDED_BY(mutex_);
+  int waiting_ ABSL_GUARDED_BY(mutex_) = 0;      // awaits not yet answered
+  bool writing_ ABSL_GUARDED_BY(mutex_) = false;  // one write at a time, by either thread
+  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
+  std::thread writer_;
+};
+
 }  // namespace
 
 absl::StatusOr<uint64_t> WorkerService::CheckCaller(const grpc::ServerContext& context) const {
@@ -261,54 +358,7 @@ grpc::Status WorkerService::Dispatch(
       leases_.Closed(owner, absl::Now());
     }
   };
-  // Answers are written by one thread of our own: readiness callbacks run on the
-  // plugin's device threads and must never block there (a device thread stuck in a
-  // write would leave its peers waiting in a collective).
-  absl::Mutex mutex;
-  std::deque<DispatchResponse> answers ABSL_GUARDED_BY(mutex);
-  int waiting ABSL_GUARDED_BY(mutex) = 0;  // awaits not yet answered
-  bool writing ABSL_GUARDED_BY(mutex) = false;  // the writer thread is in a Write
-  bool reading_done ABSL_GUARDED_BY(mutex) = false;
-  const std::thread::id reader_thread = std::this_thread::get_id();
-  auto respond = [&](uint64_t seq, const absl::Status& status) {
-    DispatchResponse response;
-    response.set_seq(seq);
-    response.set_code(static_cast<int>(status.code()));
-    response.set_message(std::string(status.message()));
-    {
-      absl::MutexLock lock(&mutex);
-      // On the stream's own thread, with nothing queued ahead, write at once (outside
-      // the lock, which device-thread callbacks take): one thread wakeup fewer for the
-      // common case of an await on a finished buffer.
-      if (std::this_thread::get_id() != reader_thread || !answers.empty() || writing) {
-        answers.push_back(std::move(response));
-        return;
-      }
-      writing = true;
-    }
-    stream->Write(response);
-    absl::MutexLock lock(&mutex);
-    writing = false;
-  };
-  std::thread writer([&] {
-    while (true) {
-      DispatchResponse response;
-      {
-        absl::MutexLock lock(&mutex);
-        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex) {
-          return !answers.empty() || (reading_done && waiting == 0);
-        };
-        mutex.Await(absl::Condition(&ready));
-        if (answers.empty()) return;
-        response = std::move(answers.front());
-        answers.pop_front();
-        writing = true;
-      }
-      stream->Write(response);
-      absl::MutexLock lock(&mutex);
-      writing = false;
-    }
-  });
+  auto answers = std::make_shared<DispatchAnswers>(stream);
   DispatchRequest request;
   while (stream->Read(&request)) {
     const uint64_t seq = request.seq();
@@ -341,17 +391,12 @@ grpc::Status WorkerService::Dispatch(
           buffers.push_back(*std::move(stored));
         }
         if (!status.ok() || buffers.empty()) break;
-        {
-          absl::MutexLock lock(&mutex);
-          ++waiting;
-        }
+        answers->AwaitStarted();
         // The last callback runs on a device thread: it only queues the answer for the
         // writer thread, and holds no buffer (destroying one there would wait for that
-        // device).
-        auto ready = JoinStatuses(buffers.size(), [&, seq](absl::Status result) {
-          respond(seq, result);
-          absl::MutexLock lock(&mutex);
-          --waiting;
+        // device). It may run after this stream has ended: `answers` outlives it.
+        auto ready = JoinStatuses(buffers.size(), [answers, seq](absl::Status result) {
+          answers->Respond(seq, result, /*awaited=*/true);
         });
         for (const auto& stored : buffers) stored->buffer->OnReady(ready);
         if (stream_id != 0) progress_->Advance(stream_id, seq);
@@ -362,14 +407,17 @@ grpc::Status WorkerService::Dispatch(
     }
     if (stream_id != 0) progress_->Advance(stream_id, seq);
     if (!status.ok() || request.reply() || request.op_case() == DispatchRequest::kAwaitBuffers) {
-      respond(seq, status);
+      answers->Respond(seq, status);
     }
   }
-  {
-    absl::MutexLock lock(&mutex);
-    reading_done = true;
-  }
-  writer.join();  // after the last pending await is answered
+  answers->Finish(*context);
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::CancelLaunches(grpc::ServerContext* context,
+                                           const CancelLaunchesRequest* request,
+                                           CancelLaunchesResponse* response) {
+  executor_->CancelSession(request->session());
   return grpc::Status::OK;
 }
 

@@ -61,6 +61,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                         grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
+  grpc::Status CancelLaunches(grpc::ServerContext* context, const CancelLaunchesRequest* request,
+                              CancelLaunchesResponse* response) override;
 
   // Frees what owners whose lease ran out made (they died, or reconnected under a new
   // id); called periodically.

@@ -298,3 +298,46 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
         assert time.monotonic() < deadline, "the partial buffer stayed on the worker"
         time.sleep(0.05)
     session.close()
+
+
+QUEUE_AND_DIE = """
+import numpy as np, jax, switchyard
+switchyard.initialize()
+heavy = jax.jit(lambda m: jax.numpy.tanh(m @ m) * 0.5)
+m = jax.device_put(np.ones((512, 512), np.float32) / 512, jax.devices()[0])
+jax.block_until_ready(heavy(m))
+for _ in range(300):
+    m = heavy(m)  # queued: the client does not wait
+print("QUEUED", flush=True)
+import time; time.sleep(600)
+"""
+
+
+def worker_executions(cluster):
+    total = 0
+    for address in cluster.worker_addresses():
+        with switchyard.WorkerClient(address) as worker:
+            total += worker.stats().executions
+    return total
+
+
+def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
+    before = worker_executions(cluster)
+    env = {**os.environ, **cluster.env()}
+    client = subprocess.Popen([sys.executable, "-c", QUEUE_AND_DIE], env=env,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert client.stdout.readline().strip() == "QUEUED"
+        client.send_signal(signal.SIGKILL)
+        client.wait()
+        # The launches still in the operation stream are dropped; what the plugin had
+        # queued (a window of them) runs. Then everything is freed.
+        deadline = time.monotonic() + 30
+        while worker_buffers(cluster) != 0:
+            assert time.monotonic() < deadline, "buffers left after the client died"
+            time.sleep(0.1)
+        ran = worker_executions(cluster) - before
+        print(f"{ran} of 301 launches ran")
+        assert ran < 150, f"{ran} of 301 launches ran after the client died"
+    finally:
+        client.kill()

@@ -51,6 +51,11 @@ TEST(HostArrayTest, RegionSizeAndBadStrides) {
   EXPECT_EQ(*HostRegionBytes({0, 3}, {12, 4}, 4), 0);
   EXPECT_EQ(HostRegionBytes({2, 3}, {-12, 4}, 4).status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(HostRegionBytes({2, 3}, {4}, 4).status().code(), absl::StatusCode::kInvalidArgument);
+  // Strides that would wrap the region's size around are refused, not multiplied.
+  EXPECT_EQ(HostRegionBytes({5}, {int64_t{1} << 62}, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HostRegionBytes({3, 3}, {int64_t{1} << 46, int64_t{1} << 47}, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HostArrayTest, WrongSizeOrDomainIsAnError) {

@@ -53,6 +53,10 @@ TEST(WorkerConnectionTest, OperationsToALostWorkerFailOnceEachWithDataLoss) {
     }
   }
   WaitDown(worker);
+  // The epoch's reader thread fails what waited, once it sees its stream end.
+  for (int i = 0; i < 500 && answers.load() + refused < 300; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
   EXPECT_EQ(answers.load() + refused, 300);
   EXPECT_EQ(data_loss.load(), answers.load());
   EXPECT_EQ(worker.Flush(absl::Seconds(5)).code(), absl::StatusCode::kDataLoss);
