@@ -14,12 +14,6 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
 
 }  // namespace
 
-HostBuffer::HostBuffer(std::unique_ptr<HostBytes> data)
-    : size_(static_cast<int64_t>(data->size())), bytes_(std::move(data)) {
-  arrived_ = size_;
-  finished_ = true;
-}
-
 HostBuffer::HostBuffer(int64_t size)
     : size_(size), bytes_(std::make_unique<HostBytes>(size)) {}
 
@@ -90,11 +84,6 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
   }
   bytes_ += size;
   return absl::OkStatus();
-}
-
-absl::Status HostBufferStore::Store(uint64_t handle, std::unique_ptr<HostBytes> data) {
-  absl::MutexLock lock(&mutex_);
-  return Add(handle, std::make_shared<HostBuffer>(std::move(data)));
 }
 
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {

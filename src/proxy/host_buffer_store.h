@@ -24,8 +24,6 @@ using CancelledFn = std::function<bool()>;
 
 class HostBuffer {
  public:
-  // Complete at once.
-  explicit HostBuffer(std::unique_ptr<HostBytes> data);
   // Arriving: `size` bytes are appended in order, then `Finish`.
   explicit HostBuffer(int64_t size);
   // Arriving in one piece: `size` bytes made elsewhere, handed over by `Fill` (or
@@ -55,8 +53,8 @@ class HostBuffer {
  private:
   const int64_t size_;
   mutable absl::Mutex mutex_;
-  // Complete at once, or an upload written in place as it arrives: only the first
-  // `arrived_` bytes are written. Null until filled, for one arriving in one piece.
+  // An upload written in place as it arrives (only the first `arrived_` bytes are
+  // written), or bytes handed over whole; null until then for one arriving in one piece.
   std::unique_ptr<HostBytes> bytes_ ABSL_GUARDED_BY(mutex_);
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
@@ -65,10 +63,9 @@ class HostBuffer {
 
 class HostBufferStore {
  public:
-  // A complete buffer. ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after
-  // `Shutdown`.
-  absl::Status Store(uint64_t handle, std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
+  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown` (both for
+  // `Expect` too).
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to

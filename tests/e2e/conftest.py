@@ -132,10 +132,15 @@ def fleet(rm_address: str) -> dict:
     return json.loads(out)
 
 
-def worker_buffers(cluster):
-    """Buffers held by all of the cluster's workers."""
+def worker_stat(cluster, name: str) -> int:
+    """A WorkerStats field (buffers, executions, ...) summed over the cluster's workers."""
     total = 0
     for address in cluster.worker_addresses():
         with switchyard.WorkerClient(address) as worker:
-            total += worker.stats().buffers
+            total += getattr(worker.stats(), name)
     return total
+
+
+def worker_buffers(cluster):
+    """Buffers held by all of the cluster's workers."""
+    return worker_stat(cluster, "buffers")

@@ -292,3 +292,52 @@ def test_prometheus_metrics_of_every_process(spawn, plugin):
     while scrape(rm)['switchyard_rm_hosts{state="unhealthy"}'] != 1:
         assert time.monotonic() < deadline
         time.sleep(0.2)
+
+
+def test_rm_down_new_sessions_get_the_last_view_and_a_restart_keeps_ids(spawn, plugin, tmp_path):
+    """Without `switchyard up`: the RM dies and stays down for a while."""
+    rm_port, proxy_port = free_port(), free_port()
+    state = tmp_path / "rm-state"
+    rm = spawn("rm", f"--server_port={rm_port}", f"--state_file={state}")
+    rm.wait_for("resource manager listening")
+    address = f"127.0.0.1:{rm_port}"
+    for s in (1, 0):  # joined out of order: ids follow join order, and must stay
+        worker = spawn("worker", f"--resource_manager_address={address}", "--server_port=0",
+                       f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2")
+        worker.wait_for("registered with the resource manager")
+    before = {k: device_ids(h) for k, h in hosts(address).items()}
+    proxy = spawn("proxy", f"--server_port={proxy_port}", f"--resource_manager_address={address}")
+    proxy.wait_for("slice 0 host 0")  # the proxy has its view of the fleet
+    proxy.wait_for("slice 1 host 0")
+    rm.stop(signal.SIGKILL)
+
+    client = """
+import jax, numpy as np, switchyard
+switchyard.initialize()
+print(sorted(d.id for d in jax.devices()), float(jax.numpy.ones(3).sum()))
+"""
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
+    try:
+        out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True,
+                             text=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"client hung; proxy:\n{proxy.output}\nclient:\n{e.stderr}")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split("\n")[0] == "[0, 1, 2, 3] 3.0"
+
+    restarted = spawn("rm", f"--server_port={rm_port}", f"--state_file={state}")
+    restarted.wait_for("restored 4 device ids and 2 hosts")
+    deadline = time.monotonic() + 30
+    while not all(h["healthy"] for h in hosts(address).values()):
+        assert time.monotonic() < deadline, "the workers did not re-register"
+        time.sleep(0.2)
+    assert {k: device_ids(h) for k, h in hosts(address).items()} == before
+
+
+def test_a_corrupt_state_file_stops_the_rm_from_starting(spawn, tmp_path):
+    state = tmp_path / "rm-state"
+    state.write_bytes(b"\xff\xff not a state")
+    rm = spawn("rm", f"--server_port={free_port()}", f"--state_file={state}")
+    assert rm.wait_exit() != 0
+    assert "is not an RM state" in rm.output

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import worker_buffers
+from conftest import worker_buffers, worker_stat
 from ifrt_raw import RawSession, channel, g, get_version, s, t
 
 OK = 0
@@ -313,16 +313,8 @@ import time; time.sleep(600)
 """
 
 
-def worker_executions(cluster):
-    total = 0
-    for address in cluster.worker_addresses():
-        with switchyard.WorkerClient(address) as worker:
-            total += worker.stats().executions
-    return total
-
-
 def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
-    before = worker_executions(cluster)
+    before = worker_stat(cluster, "executions")
     env = {**os.environ, **cluster.env()}
     client = subprocess.Popen([sys.executable, "-c", QUEUE_AND_DIE], env=env,
                               stdout=subprocess.PIPE, text=True)
@@ -336,7 +328,7 @@ def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
         while worker_buffers(cluster) != 0:
             assert time.monotonic() < deadline, "buffers left after the client died"
             time.sleep(0.1)
-        ran = worker_executions(cluster) - before
+        ran = worker_stat(cluster, "executions") - before
         print(f"{ran} of 301 launches ran")
         assert ran < 150, f"{ran} of 301 launches ran after the client died"
     finally:

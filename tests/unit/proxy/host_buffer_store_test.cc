@@ -14,10 +14,17 @@ std::unique_ptr<HostBytes> Bytes(const std::string& text) {
   return bytes;
 }
 
+// A complete buffer under `handle`, as a fetch leaves it.
+absl::Status Store(HostBufferStore& store, uint64_t handle, const std::string& text) {
+  auto buffer = store.Expect(handle, text.size());
+  if (!buffer.ok()) return buffer.status();
+  return (*buffer)->Fill(Bytes(text));
+}
+
 TEST(HostBufferStoreTest, StoreLookupDelete) {
   HostBufferStore store;
-  ASSERT_TRUE(store.Store(1, Bytes("abc")).ok());
-  EXPECT_EQ(store.Store(1, Bytes("x")).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(Store(store, 1, "abc").ok());
+  EXPECT_EQ(Store(store, 1, "x").code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(*(*store.Lookup(1, absl::ZeroDuration()))->WaitAll(absl::Now()), "abc");
   EXPECT_EQ(store.bytes(), 3);
   EXPECT_TRUE(store.Delete(1).ok());
@@ -29,7 +36,7 @@ TEST(HostBufferStoreTest, LookupWaitsForALateUpload) {
   HostBufferStore store;
   std::thread uploader([&] {
     absl::SleepFor(absl::Milliseconds(50));
-    (void)store.Store(9, Bytes("late"));
+    (void)Store(store, 9, "late");
   });
   auto data = store.Lookup(9, absl::Seconds(10));
   uploader.join();
@@ -86,7 +93,41 @@ TEST(HostBufferStoreTest, CancelledAndShutdownEndTheWait) {
   });
   EXPECT_EQ(store.Lookup(5, absl::Seconds(30)).status().code(), absl::StatusCode::kCancelled);
   stopper.join();
-  EXPECT_EQ(store.Store(6, Bytes("x")).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Store(store, 6, "x").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(HostBufferStoreTest, ABufferInOnePieceIsVisibleAtOnceAndReadWhenFilled) {
+  HostBufferStore store;
+  auto expected = store.Expect(7, 3);
+  ASSERT_TRUE(expected.ok());
+  auto found = store.Lookup(7, absl::ZeroDuration());  // a lookup finds it before the bytes
+  ASSERT_TRUE(found.ok());
+  std::thread filler([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_TRUE((*expected)->Fill(Bytes("abc")).ok());
+  });
+  auto data = (*found)->WaitAll(absl::Now() + absl::Seconds(30));
+  filler.join();
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, "abc");
+  // Empty ones are filled too before anyone reads them.
+  auto empty = store.Expect(8, 0);
+  EXPECT_EQ((*empty)->WaitFor(0, absl::Now() + absl::Milliseconds(20)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_TRUE((*empty)->Fill(Bytes("")).ok());
+  EXPECT_TRUE((*empty)->WaitAll(absl::Now()).ok());
+}
+
+TEST(HostBufferStoreTest, AFailedOrWrongSizedFillFailsItsReaders) {
+  HostBufferStore store;
+  auto failed = store.Expect(1, 4);
+  (*failed)->Finish(absl::DataLossError("slice 1 is down"));
+  EXPECT_EQ((*failed)->WaitAll(absl::Now() + absl::Seconds(1)).status().code(),
+            absl::StatusCode::kDataLoss);
+  auto short_fill = store.Expect(2, 4);
+  EXPECT_EQ((*short_fill)->Fill(Bytes("ab")).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ((*short_fill)->WaitAll(absl::Now() + absl::Seconds(1)).status().code(),
+            absl::StatusCode::kDataLoss);
 }
 
 }  // namespace
