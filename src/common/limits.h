@@ -65,8 +65,8 @@ inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).
 inline constexpr int64_t kLaunchWindow = 32;
-// Fetches one session runs at once, each on a thread of its own, so that its request
-// loop goes on; past this, a fetch runs on the session's thread.
+// Fetches one session runs at once, on threads of its own (kept for the next one), so
+// that its request loop goes on; past this, a fetch runs on the session's thread.
 inline constexpr int64_t kFetchesInFlightMax = 64;
 // Ended sessions a worker remembers, to drop their launches still on the way.
 inline constexpr int64_t kCancelledSessionsKept = 4096;

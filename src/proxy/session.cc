@@ -106,7 +106,7 @@ Session::~Session() {
   // Fetches still running answer nobody now; they stop at once. Launches not started
   // yet are dropped: nobody will read their outputs.
   calls_.CancelAll();
-  for (Fetch& fetch : fetches_) fetch.thread.join();
+  fetches_.Stop();
   for (WorkerConnection* worker : workers_) {
     if (worker->up()) CancelLaunches(worker, id_);
   }

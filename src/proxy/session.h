@@ -22,12 +22,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/limits.h"
 #include "ifrt/ifrt_service.pb.h"
 #include "proxy/array_table.h"
 #include "proxy/call_set.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
 #include "proxy/response_sink.h"
+#include "proxy/task_threads.h"
 #include "proxy/version.h"
 #include "proxy/worker_calls.h"
 #include "xla/xla_data.pb.h"
@@ -184,13 +186,10 @@ class Session {
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
   const int num_elastic_slices_;
-  // Fetches in flight on threads of their own; cancelled and joined at the end.
+  // Fetches in flight, on threads of the session's own; their worker calls are
+  // cancelled and the threads joined when it ends.
   CallSet calls_;
-  struct Fetch {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-  std::vector<Fetch> fetches_;
+  TaskThreads fetches_{static_cast<int>(limits::kFetchesInFlightMax)};
 };
 
 }  // namespace switchyard::proxy

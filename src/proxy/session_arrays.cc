@@ -578,20 +578,10 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
   // Visible to lookups at once; they wait for the bytes.
   SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
                       host_buffers_->Expect(request.host_buffer_handle(), region));
-  for (auto it = fetches_.begin(); it != fetches_.end();) {  // reap finished fetches
-    if (it->finished->load()) {
-      it->thread.join();
-      it = fetches_.erase(it);
-    } else {
-      ++it;
-    }
-  }
   // The thread gets a copy: the session may delete or donate the array meanwhile (its
   // shards stay alive, held by the copy, until the fetch is done).
   auto copy = std::make_shared<const Array>(*array);
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  auto fetch = [this, array = std::move(copy), strides = std::move(strides), host, op_id,
-                finished] {
+  fetches_.Run([this, array = std::move(copy), strides = std::move(strides), host, op_id] {
     absl::StatusOr<std::unique_ptr<HostBytes>> bytes =
         Guarded("CopyToHostBuffer", [&] { return FetchArray(*array, strides, &calls_); });
     absl::Status status = bytes.ok() ? host->Fill(*std::move(bytes)) : bytes.status();
@@ -599,13 +589,7 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
     AnswerLater(*sink_, op_id, status, [](wire::IfrtResponse* response) {
       response->mutable_copy_to_host_buffer_response();
     });
-    finished->store(true);
-  };
-  if (static_cast<int64_t>(fetches_.size()) >= limits::kFetchesInFlightMax) {
-    fetch();  // enough threads: this client waits its turn
-  } else {
-    fetches_.push_back(Fetch{std::thread(std::move(fetch)), finished});
-  }
+  });
   return absl::OkStatus();
 }
 

@@ -1,0 +1,77 @@
+#pragma once
+
+// Threads that run a session's blocking tasks (fetches) so that its request loop goes
+// on: a task goes to an idle thread, or to a new one while there are fewer than `max`;
+// otherwise `Run` runs it on the caller's thread (the client waits its turn). Idle
+// threads stay for the next task, so a task costs a wakeup, not a thread. Thread-safe.
+
+#include <deque>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace switchyard::proxy {
+
+class TaskThreads {
+ public:
+  explicit TaskThreads(int max) : max_(max) {}
+  ~TaskThreads() { Stop(); }
+  TaskThreads(const TaskThreads&) = delete;
+  TaskThreads& operator=(const TaskThreads&) = delete;
+
+  void Run(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mutex_) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!stopping_ && (idle_ > static_cast<int>(queue_.size()) ||
+                         static_cast<int>(threads_.size()) < max_)) {
+        queue_.push_back(std::move(task));
+        if (idle_ < static_cast<int>(queue_.size())) {
+          threads_.emplace_back([this] { Loop(); });
+        }
+        return;
+      }
+    }
+    task();
+  }
+
+  // Runs what is queued, then joins every thread. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(mutex_) {
+    std::vector<std::thread> threads;
+    {
+      absl::MutexLock lock(&mutex_);
+      stopping_ = true;
+      threads.swap(threads_);
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+
+ private:
+  void Loop() ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    while (true) {
+      ++idle_;
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return !queue_.empty() || stopping_;
+      };
+      mutex_.Await(absl::Condition(&ready));
+      --idle_;
+      if (queue_.empty()) return;  // stopping, nothing left
+      std::function<void()> task = std::move(queue_.front());
+      queue_.pop_front();
+      mutex_.Unlock();
+      task();
+      mutex_.Lock();
+    }
+  }
+
+  const int max_;
+  absl::Mutex mutex_;
+  std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::thread> threads_ ABSL_GUARDED_BY(mutex_);
+  int idle_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
+};
+
+}  // namespace switchyard::proxy
