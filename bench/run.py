@@ -154,7 +154,7 @@ def elasticity():
     """Times from kill -9 of one of 3 slices to the first good step on 2, and back on 3,
     from examples/elastic_train.py; the baseline is its own step time before the kill."""
     out = subprocess.run([sys.executable, str(ROOT / "examples" / "elastic_train.py"), "--kill-at",
-                          "10", "--steps", "60", "--step-sleep", "0.05"], capture_output=True,
+                          "12", "--steps", "60", "--step-sleep", "0.05"], capture_output=True,
                          text=True, timeout=600).stdout
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     killed = next(line for line in lines if "killed_slice" in line)

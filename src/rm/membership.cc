@@ -138,6 +138,21 @@ absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now) {
       absl::StrCat("unknown worker incarnation ", incarnation, "; register again"));
 }
 
+std::optional<HostStatus> Membership::Holder(int slice_index, int host_index,
+                                             absl::Time now) const {
+  auto it = hosts_.find({slice_index, host_index});
+  if (it == hosts_.end() || !Healthy(it->second, now)) return std::nullopt;
+  return Status(it->first, it->second, now);
+}
+
+void Membership::Evict(int slice_index, int host_index, uint64_t incarnation, absl::Time now) {
+  auto it = hosts_.find({slice_index, host_index});
+  if (it == hosts_.end() || !it->second.alive || it->second.incarnation != incarnation) return;
+  it->second.alive = false;
+  it->second.down_since = now;
+  ++version_;
+}
+
 std::vector<HostStatus> Membership::Sweep(absl::Time now) {
   std::vector<HostStatus> died;
   for (auto it = hosts_.begin(); it != hosts_.end();) {

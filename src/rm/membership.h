@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -52,6 +53,13 @@ class Membership {
   // NOT_FOUND if `incarnation` is unknown or was declared dead: the worker must
   // register again.
   absl::Status Heartbeat(uint64_t incarnation, absl::Time now);
+
+  // The live registration holding (slice, host), if any: what a refused registration
+  // competes with.
+  std::optional<HostStatus> Holder(int slice_index, int host_index, absl::Time now) const;
+  // Declares the holder of (slice, host) dead if it is still `incarnation` (the caller
+  // found it gone: its address does not answer, or answers as another process).
+  void Evict(int slice_index, int host_index, uint64_t incarnation, absl::Time now);
 
   // Declares hosts dead whose heartbeats stopped (returned, for logging), ends the
   // rejoin grace of restored hosts, and forgets hosts down for `forget_after`.

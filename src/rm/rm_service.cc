@@ -2,12 +2,19 @@
 
 #include "absl/strings/str_join.h"
 #include "common/files.h"
+#include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 
 namespace switchyard::rm {
+namespace {
+
+// How long the RM waits for a worker whose place another registration claims.
+constexpr absl::Duration kHolderProbeTimeout = absl::Milliseconds(500);
+
+}  // namespace
 
 RmService::RmService(const Clock* clock, absl::Duration heartbeat_period,
                      MembershipOptions options, std::string state_file)
@@ -95,15 +102,42 @@ void RmService::SweepLoop() {
   }
 }
 
+bool RmService::HolderIsGone(const HostStatus& holder) {
+  // Outside the lock: a probe waits for the network.
+  auto stub = Worker::NewStub(CreateChannel(holder.address()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kHolderProbeTimeout));
+  GetInfoResponse info;
+  grpc::Status status = stub->GetInfo(&context, GetInfoRequest(), &info);
+  if (status.ok()) return !holder.boot_id().empty() && info.boot_id() != holder.boot_id();
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+}
+
 grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
                                        const RegisterWorkerRequest* request,
                                        RegisterWorkerResponse* response) {
   absl::StatusOr<RegisterWorkerResponse> result;
-  {
-    absl::MutexLock lock(&mutex_);
-    // Random, so that a stale heartbeat can never match a later registration.
-    uint64_t incarnation = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
-    result = membership_.Register(*request, incarnation, clock_->Now());
+  std::optional<HostStatus> holder;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    {
+      absl::MutexLock lock(&mutex_);
+      if (holder.has_value()) {
+        membership_.Evict(holder->slice_index(), holder->host_index(), holder->incarnation(),
+                          clock_->Now());
+      }
+      // Random, so that a stale heartbeat can never match a later registration.
+      uint64_t incarnation = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
+      result = membership_.Register(*request, incarnation, clock_->Now());
+      if (!absl::IsAlreadyExists(result.status()) || attempt > 0) break;
+      holder = membership_.Holder(request->slice_index(), request->host_index(), clock_->Now());
+    }
+    // A worker restarted on a new address finds its place held by its predecessor until
+    // heartbeats time out; a predecessor that does not answer is gone now.
+    if (!holder.has_value() || !HolderIsGone(*holder)) break;
+    SY_LOG(Warning) << "the worker holding slice " << holder->slice_index() << " host "
+                    << holder->host_index() << " at " << holder->address()
+                    << " does not answer as itself; " << request->address() << " replaces it";
   }
   if (!result.ok()) {
     SY_LOG(Warning) << "refused registration from " << request->address().substr(0, 256) << ": "

@@ -14,6 +14,7 @@
 #include "rm/kv_store.h"
 #include "rm/membership.h"
 #include "switchyard/rm.grpc.pb.h"
+#include "switchyard/worker.grpc.pb.h"
 
 namespace switchyard::rm {
 
@@ -48,6 +49,9 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
  private:
   void SweepLoop();
+  // Whether the registered holder of a place is gone: its address refuses or does not
+  // answer, or answers with another boot id. Blocks up to half a second.
+  static bool HolderIsGone(const HostStatus& holder);
   // Writes the state if it changed since the last write. Not under `mutex_`: a slow
   // disk delays only the registration that changed the state.
   void SaveState() ABSL_LOCKS_EXCLUDED(save_mutex_, mutex_);

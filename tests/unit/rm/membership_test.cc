@@ -104,6 +104,23 @@ TEST_F(MembershipTest, UnknownIncarnationIsNotFound) {
   EXPECT_EQ(membership_.Heartbeat(42, now_).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(MembershipTest, AnEvictedHolderMakesRoomForItsSuccessor) {
+  SY_ASSERT_OK_AND_ASSIGN(auto first, membership_.Register(Worker("h:1", 0, 0), 11, now_));
+  EXPECT_EQ(membership_.Register(Worker("h:2", 0, 0), 12, now_).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  std::optional<HostStatus> holder = membership_.Holder(0, 0, now_);
+  ASSERT_TRUE(holder.has_value());
+  EXPECT_EQ(holder->address(), "h:1");
+  membership_.Evict(0, 0, /*incarnation=*/99, now_);  // not the holder's: nothing happens
+  EXPECT_EQ(membership_.Register(Worker("h:2", 0, 0), 12, now_).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  membership_.Evict(0, 0, holder->incarnation(), now_);
+  EXPECT_FALSE(membership_.Holder(0, 0, now_).has_value());
+  SY_ASSERT_OK_AND_ASSIGN(auto second, membership_.Register(Worker("h:2", 0, 0), 12, now_));
+  EXPECT_EQ(Ids(second), Ids(first));
+  EXPECT_EQ(membership_.Heartbeat(11, now_).code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(MembershipTest, NumbersOutOfRangeAreRefused) {
   for (int slice : {-1, 1 << 16, INT32_MAX}) {
     EXPECT_EQ(membership_.Register(Worker("h:1", slice, 0), 1, now_).status().code(),
