@@ -3,7 +3,7 @@
 No client crashes or hangs; every step succeeds or fails with DATA_LOSS (a lost slice)
 or UNAVAILABLE (the lost proxy); afterwards the workers hold nothing.
 
-CI runs SWITCHYARD_CHAOS_SECONDS (default 75) of it; a soak is the same test with a
+CI runs SWITCHYARD_CHAOS_SECONDS (default 150) of it; a soak is the same test with a
 larger value, e.g. SWITCHYARD_CHAOS_SECONDS=1800 ./dev test -k chaos."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import time
 import switchyard
 from conftest import worker_buffers
 
-SECONDS = float(os.environ.get("SWITCHYARD_CHAOS_SECONDS", "75"))
+SECONDS = float(os.environ.get("SWITCHYARD_CHAOS_SECONDS", "150"))
+PERIOD = 20.0  # a worker dies at a random point of every period
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -48,8 +49,8 @@ def test_two_clients_train_through_kills_of_workers_the_rm_and_the_proxy():
         clients = [Client(cluster, f"c{i}") for i in range(2)]
         start = time.monotonic()
         # Workers die at a random point of every period; the RM and the proxy once each.
-        period = max(SECONDS / 5, 5.0)
-        events = [(period * k + rng.uniform(0, period * 0.8), "worker") for k in range(5)]
+        events = [(PERIOD * k + rng.uniform(0, PERIOD * 0.8), "worker")
+                  for k in range(int(SECONDS // PERIOD))]
         events += [(SECONDS * 0.35, "rm"), (SECONDS * 0.65, "proxy")]
         events = [e for e in sorted(events) if e[0] < SECONDS - 5]
         done_events = []
