@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <new>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -14,8 +13,8 @@ constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
 
 }  // namespace
 
-HostBuffer::HostBuffer(int64_t size)
-    : size_(size), bytes_(std::make_unique<HostBytes>(size)) {}
+HostBuffer::HostBuffer(std::unique_ptr<HostBytes> space)
+    : size_(static_cast<int64_t>(space->size())), bytes_(std::move(space)) {}
 
 HostBuffer::HostBuffer(int64_t size, InOnePiece) : size_(size) {}
 
@@ -87,13 +86,9 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
 }
 
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {
-  std::shared_ptr<HostBuffer> buffer;
-  try {
-    buffer = std::make_shared<HostBuffer>(size);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate ", size, " bytes for host buffer ", handle));
-  }
+  absl::StatusOr<std::unique_ptr<HostBytes>> space = HostBytes::Allocate(size);
+  if (!space.ok()) return space.status();
+  auto buffer = std::make_shared<HostBuffer>(*std::move(space));
   absl::MutexLock lock(&mutex_);
   absl::Status added = Add(handle, buffer);
   if (!added.ok()) return added;

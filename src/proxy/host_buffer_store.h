@@ -24,8 +24,9 @@ using CancelledFn = std::function<bool()>;
 
 class HostBuffer {
  public:
-  // Arriving: `size` bytes are appended in order, then `Finish`.
-  explicit HostBuffer(int64_t size);
+  // Arriving into `space` (HostBytes::Allocate): its size in bytes are appended in
+  // order, then `Finish`.
+  explicit HostBuffer(std::unique_ptr<HostBytes> space);
   // Arriving in one piece: `size` bytes made elsewhere, handed over by `Fill` (or
   // failed by `Finish`).
   struct InOnePiece {};

@@ -1,5 +1,6 @@
 #include "rm/rm_service.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_join.h"
 #include "common/files.h"
 #include "common/grpc_server.h"
@@ -102,6 +103,23 @@ void RmService::SweepLoop() {
   }
 }
 
+absl::StatusOr<RegisterWorkerResponse> RmService::Register(const RegisterWorkerRequest& request,
+                                                           std::optional<HostStatus>* holder) {
+  absl::MutexLock lock(&mutex_);
+  if (holder->has_value()) {  // found gone: its place is free
+    membership_.Evict((*holder)->slice_index(), (*holder)->host_index(), (*holder)->incarnation(),
+                      clock_->Now());
+  }
+  // Random, so that a stale heartbeat can never match a later registration.
+  const uint64_t incarnation = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
+  absl::StatusOr<RegisterWorkerResponse> result =
+      membership_.Register(request, incarnation, clock_->Now());
+  *holder = absl::IsAlreadyExists(result.status())
+                ? membership_.Holder(request.slice_index(), request.host_index(), clock_->Now())
+                : std::nullopt;
+  return result;
+}
+
 bool RmService::HolderIsGone(const HostStatus& holder) {
   // Outside the lock: a probe waits for the network.
   auto stub = Worker::NewStub(CreateChannel(holder.address()));
@@ -117,27 +135,15 @@ bool RmService::HolderIsGone(const HostStatus& holder) {
 grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
                                        const RegisterWorkerRequest* request,
                                        RegisterWorkerResponse* response) {
-  absl::StatusOr<RegisterWorkerResponse> result;
   std::optional<HostStatus> holder;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    {
-      absl::MutexLock lock(&mutex_);
-      if (holder.has_value()) {
-        membership_.Evict(holder->slice_index(), holder->host_index(), holder->incarnation(),
-                          clock_->Now());
-      }
-      // Random, so that a stale heartbeat can never match a later registration.
-      uint64_t incarnation = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
-      result = membership_.Register(*request, incarnation, clock_->Now());
-      if (!absl::IsAlreadyExists(result.status()) || attempt > 0) break;
-      holder = membership_.Holder(request->slice_index(), request->host_index(), clock_->Now());
-    }
-    // A worker restarted on a new address finds its place held by its predecessor until
-    // heartbeats time out; a predecessor that does not answer is gone now.
-    if (!holder.has_value() || !HolderIsGone(*holder)) break;
+  absl::StatusOr<RegisterWorkerResponse> result = Register(*request, &holder);
+  // A worker restarted on a new address finds its place held by its predecessor until
+  // heartbeats time out; a predecessor that does not answer as itself is gone now.
+  if (absl::IsAlreadyExists(result.status()) && holder.has_value() && HolderIsGone(*holder)) {
     SY_LOG(Warning) << "the worker holding slice " << holder->slice_index() << " host "
                     << holder->host_index() << " at " << holder->address()
                     << " does not answer as itself; " << request->address() << " replaces it";
+    result = Register(*request, &holder);
   }
   if (!result.ok()) {
     SY_LOG(Warning) << "refused registration from " << request->address().substr(0, 256) << ": "
@@ -205,6 +211,10 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
     }
     ++watchers_;
   }
+  absl::Cleanup unwatch = [this] {
+    absl::MutexLock lock(&mutex_);
+    --watchers_;
+  };
   uint64_t sent = 0;
   while (true) {
     Fleet fleet;
@@ -215,19 +225,13 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
       };
       // Wakes now and then to notice a watcher that went away.
       mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
-      if (stopping_ || context->IsCancelled()) {
-        --watchers_;
-        return grpc::Status::OK;
-      }
+      if (stopping_ || context->IsCancelled()) return grpc::Status::OK;
       if (membership_.version() == sent) continue;
       fleet = membership_.Snapshot(clock_->Now());
       sent = fleet.version();
     }
-    if (!writer->Write(fleet)) break;
+    if (!writer->Write(fleet)) return grpc::Status::OK;
   }
-  absl::MutexLock lock(&mutex_);
-  --watchers_;
-  return grpc::Status::OK;
 }
 
 grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,

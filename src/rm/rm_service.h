@@ -4,6 +4,7 @@
 // state file that lets a restarted RM keep every device id.
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -49,6 +50,11 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
  private:
   void SweepLoop();
+  // Registers under the lock, evicting `*holder` first if set; on ALREADY_EXISTS sets
+  // `*holder` to the live registration in the way.
+  absl::StatusOr<RegisterWorkerResponse> Register(const RegisterWorkerRequest& request,
+                                                  std::optional<HostStatus>* holder)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Whether the registered holder of a place is gone: its address refuses or does not
   // answer, or answers with another boot id. Blocks up to half a second.
   static bool HolderIsGone(const HostStatus& holder);
