@@ -11,14 +11,12 @@
 // other slices is disturbed. Programs are compiled again, transparently, on a worker
 // that came back.
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -151,9 +151,6 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   std::shared_ptr<const pjrt::Executable> executable;
   {
     absl::MutexLock lock(&mutex_);
-    if (request.session() != 0 && cancelled_.contains(request.session())) {
-      return absl::CancelledError("the session that launched it has ended");
-    }
     auto it = executables_.find(request.executable_id());
     if (it == executables_.end()) {
       return absl::NotFoundError(absl::StrCat("unknown executable ", request.executable_id()));
@@ -206,7 +203,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
     }
   }
   {
-    // Cancelled while this launch waited for room.
+    // Checked last: the launch may have waited for room meanwhile.
     absl::MutexLock lock(&mutex_);
     if (request.session() != 0 && cancelled_.contains(request.session())) {
       return absl::CancelledError("the session that launched it has ended");
