@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
 #include "proxy/version.h"
 
@@ -80,7 +81,8 @@ grpc::Status IfrtService::IfrtSession(
   SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
-  absl::Status failed;
+  absl::Status failed;  // set once the session has failed (--num_elastic_slices)
+  int64_t failed_requests = 0;
   {
     // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
@@ -91,10 +93,15 @@ grpc::Status IfrtService::IfrtSession(
     while (stream->Read(&request)) {
       ++requests;
       ++requests_;
-      if (absl::Status health = session.Health(); !health.ok()) {
-        SY_LOG(Warning) << health.message();
-        failed = health;
-        break;
+      if (failed.ok()) failed = session.Health();
+      if (!failed.ok()) {
+        // A failed session answers every request with the reason, until the client goes.
+        if (failed_requests++ == 0) SY_LOG(Warning) << failed.message();
+        w::IfrtResponse refused;
+        refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+        *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
+        if (!sink->Write(refused)) break;
+        continue;
       }
       std::optional<w::IfrtResponse> response = session.Process(request);
       if (response.has_value() && !sink->Write(*response)) break;
@@ -106,7 +113,7 @@ grpc::Status IfrtService::IfrtSession(
     SY_LOG(Info) << "session " << session_id << " ended after " << requests
                  << " requests; freeing " << session.arrays() << " arrays";
   }
-  return ToGrpcStatus(failed);
+  return grpc::Status::OK;
 }
 
 std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(uint64_t session_id) const {

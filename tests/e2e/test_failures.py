@@ -240,3 +240,47 @@ def test_elastic_training_loses_a_slice_and_grows_back():
     first = sum(s["loss"] for s in steps[:5]) / 5
     last = sum(s["loss"] for s in steps[-5:]) / 5
     assert last < first, (first, last)
+
+
+NOT_ELASTIC = """
+import json, sys, numpy as np, jax, switchyard
+switchyard.initialize()
+x = jax.device_put(np.ones(4, np.float32), jax.devices()[0])  # on slice 0
+print(json.dumps({"before": float((x + 1).sum())}), flush=True)
+sys.stdin.readline()  # the test kills slice 1's worker, for good
+try:
+    after = float((x + 1).sum())
+except jax.errors.JaxRuntimeError as e:
+    after = str(e)
+print(json.dumps({"after": after}), flush=True)
+"""
+
+
+def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn, rm, plugin):
+    from switchyard.cluster import free_port
+
+    workers = []
+    for s in (0, 1):
+        worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                       f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2")
+        worker.wait_for("registered with the resource manager")
+        workers.append(worker)
+    port = free_port()
+    proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
+                  "--num_elastic_slices=0")
+    proxy.wait_for("slice 1 host 0")
+    env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+    client = subprocess.Popen([sys.executable, "-c", NOT_ELASTIC], env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert json.loads(client.stdout.readline()) == {"before": 8.0}
+        workers[1].stop(signal.SIGKILL)
+        proxy.wait_for("slice 1 host 0 was lost", timeout=15)  # the RM saw it stop
+        client.stdin.write("go\n")
+        client.stdin.flush()
+        after = json.loads(client.stdout.readline())["after"]
+    finally:
+        client.kill()
+    # Slice 0 is fine, but the session is not: one slice down is one too many.
+    assert isinstance(after, str) and "DATA_LOSS" in after, after
+    assert "num_elastic_slices=0" in after, after
