@@ -1,6 +1,9 @@
 #include "common/grpc_server.h"
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "common/limits.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -9,13 +12,66 @@
 #include "grpcpp/support/channel_arguments.h"
 
 namespace switchyard {
+namespace {
+
+constexpr absl::string_view kInProcessScheme = "inproc:";
+
+// In-process servers by address. A server outlives its entry (StartedServer's order).
+struct InProcessServers {
+  absl::Mutex mutex;
+  uint64_t next ABSL_GUARDED_BY(mutex) = 1;
+  absl::flat_hash_map<std::string, grpc::Server*> servers ABSL_GUARDED_BY(mutex);
+};
+
+InProcessServers& InProcess() {
+  static auto* servers = new InProcessServers;  // never destroyed: used until exit
+  return *servers;
+}
+
+grpc::ChannelArguments ChannelArgs() {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
+  args.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
+  // Peers restart in well under gRPC's default 1 s..120 s reconnect backoff; keep
+  // reconnects quick so a returning RM or worker is seen at once.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, limits::kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits::kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  return args;
+}
+
+}  // namespace
+
+InProcessName& InProcessName::operator=(InProcessName&& other) noexcept {
+  if (this != &other) {
+    InProcessName gone(std::move(*this));
+    address_ = std::move(other.address_);
+    other.address_.clear();
+  }
+  return *this;
+}
+
+InProcessName::~InProcessName() {
+  if (address_.empty()) return;
+  InProcessServers& in_process = InProcess();
+  absl::MutexLock lock(&in_process.mutex);
+  in_process.servers.erase(address_);
+}
 
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
                                               const std::vector<grpc::Service*>& services) {
   grpc::ServerBuilder builder;
   StartedServer started;
+  const bool in_process = host == kInProcessHost;
   std::string address = absl::StrCat(host, ":", port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+  if (!in_process) {
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+  }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
   builder.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
@@ -30,28 +86,34 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
+  if (in_process) {
+    if (started.server == nullptr) return absl::InternalError("cannot start an in-process server");
+    InProcessServers& registry = InProcess();
+    absl::MutexLock lock(&registry.mutex);
+    started.address = absl::StrCat(kInProcessScheme, registry.next++);
+    registry.servers[started.address] = started.server.get();
+    started.name = InProcessName(started.address);
+    return started;
+  }
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (is the port in use?)"));
   }
+  started.address = absl::StrCat(host, ":", started.port);
   return started;
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
-  args.SetMaxSendMessageSize(limits::kGrpcMessageBytesMax);
-  // Peers restart in well under gRPC's default 1 s..120 s reconnect backoff; keep
-  // reconnects quick so a returning RM or worker is seen at once.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_DNS_MIN_TIME_BETWEEN_RESOLUTIONS_MS, 100);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, limits::kKeepaliveTimeMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, limits::kKeepaliveTimeoutMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  if (absl::StartsWith(address, kInProcessScheme)) {
+    InProcessServers& registry = InProcess();
+    absl::MutexLock lock(&registry.mutex);
+    auto it = registry.servers.find(address);
+    if (it != registry.servers.end()) return it->second->InProcessChannel(ChannelArgs());
+    // Gone: a path where nothing listens, so calls fail as a dead peer's would.
+    return grpc::CreateCustomChannel("unix:/nonexistent/switchyard-in-process-server-gone",
+                                     grpc::InsecureChannelCredentials(), ChannelArgs());
+  }
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), ChannelArgs());
 }
 
 }  // namespace switchyard

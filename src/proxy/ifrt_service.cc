@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/wire_record.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
 #include "proxy/version.h"
@@ -86,11 +87,13 @@ grpc::Status IfrtService::IfrtSession(
   {
     // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
-        [stream](const w::IfrtResponse& response) { return stream->Write(response); });
+        [stream](const w::IfrtResponse& response) { return stream->Write(response); },
+        [context] { context->TryCancel(); });
     Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); },
                     sink, num_elastic_slices_);
     w::IfrtRequest request;
     while (stream->Read(&request)) {
+      RecordWire("ifrt_request", request);
       ++requests;
       ++requests_;
       if (failed.ok()) failed = session.Health();
@@ -100,11 +103,11 @@ grpc::Status IfrtService::IfrtSession(
         w::IfrtResponse refused;
         refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
         *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
-        if (!sink->Write(refused)) break;
+        if (!sink->Write(std::move(refused))) break;
         continue;
       }
       std::optional<w::IfrtResponse> response = session.Process(request);
-      if (response.has_value() && !sink->Write(*response)) break;
+      if (response.has_value() && !sink->Write(*std::move(response))) break;
     }
     // The client is done: answers still on their way are dropped, so that a worker's
     // reader thread never blocks writing to a stream nobody reads while the session
@@ -133,6 +136,7 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   w::GrpcHostBufferStoreMetadata metadata;
   absl::Status status = ReadMetadata(*context, kStoreMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
+  RecordWire("host_buffer_metadata", metadata);
   auto store = FindStore(metadata.session_id());
   if (store == nullptr) {
     return ToGrpcStatus(absl::NotFoundError(

@@ -55,7 +55,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   auto service = std::make_unique<IfrtService>(fleet.get(), options.num_elastic_slices);
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
-  SY_LOG(Info) << "proxy listening on " << options.listen_host << ":" << server.port
+  SY_LOG(Info) << "proxy listening on " << server.address
                << " (resource manager " << options.resource_manager_address << ")";
   auto proxy =
       std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));

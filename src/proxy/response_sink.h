@@ -1,34 +1,39 @@
 #pragma once
 
-// Where a session's responses go: its client stream. Shared with answers that come
-// later from other threads (a CheckValueReady answered when the workers say so), and
-// closed when the stream ends, after which late answers are dropped. Thread-safe.
+// Where a session's responses go: its client stream. The session's own thread writes
+// its answers (`Write`, which may block on the client); answers that come later, from
+// threads every session shares (a worker connection's reader when a CheckValueReady
+// is settled) or from a fetch's thread, are only queued (`Post`) and written by the
+// sink's own thread, so a client that stops reading stalls nobody but itself. Closed
+// when the stream ends; late answers are dropped then. Thread-safe.
 
 #include <functional>
+#include <utility>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/ordered_writer.h"
 #include "ifrt/ifrt_service.pb.h"
 
 namespace switchyard::proxy {
 
 class ResponseSink {
  public:
-  using WriteFn = std::function<bool(const ::xla::ifrt::proxy::IfrtResponse&)>;
-  explicit ResponseSink(WriteFn write) : write_(std::move(write)) {}
+  using Response = ::xla::ifrt::proxy::IfrtResponse;
+  using WriteFn = OrderedWriter<Response>::WriteFn;
+  // `cancel` ends the stream: it unblocks a write to a client that stopped reading.
+  ResponseSink(WriteFn write, std::function<void()> cancel)
+      : cancel_(std::move(cancel)), writer_(std::move(write)) {}
 
-  // False once closed or when the stream has failed.
-  bool Write(const ::xla::ifrt::proxy::IfrtResponse& response) ABSL_LOCKS_EXCLUDED(mutex_) {
-    absl::MutexLock lock(&mutex_);
-    return write_ != nullptr && write_(response);
-  }
-  void Close() ABSL_LOCKS_EXCLUDED(mutex_) {
-    absl::MutexLock lock(&mutex_);
-    write_ = nullptr;
-  }
+  // On the session's thread. False once closed or when the stream has failed.
+  bool Write(Response response) { return writer_.Write(std::move(response)); }
+  // From any other thread; never blocks.
+  bool Post(Response response) { return writer_.Post(std::move(response)); }
+  // Drops what is still queued; a write still blocked after `grace` cancels the stream.
+  void Close(absl::Duration grace = absl::Seconds(1)) { writer_.Close(grace, cancel_); }
 
  private:
-  absl::Mutex mutex_;
-  WriteFn write_ ABSL_GUARDED_BY(mutex_);
+  const std::function<void()> cancel_;
+  OrderedWriter<Response> writer_;
 };
 
 }  // namespace switchyard::proxy

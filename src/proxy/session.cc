@@ -166,7 +166,7 @@ void Session::AnswerLater(ResponseSink& sink, uint64_t op_id, const absl::Status
   } else {
     *response.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
   }
-  sink.Write(response);
+  sink.Post(std::move(response));
 }
 
 std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& request) {

@@ -26,6 +26,7 @@ class ResourceManagerImpl final : public ResourceManagerServer {
   ~ResourceManagerImpl() override { Shutdown(); }
 
   int port() const override { return server_.port; }
+  std::string address() const override { return server_.address; }
 
   void Shutdown() override {
     if (server_.server == nullptr) return;
@@ -74,7 +75,7 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
-  SY_LOG(Info) << "resource manager listening on " << options.listen_host << ":" << server.port;
+  SY_LOG(Info) << "resource manager listening on " << server.address;
   auto rm = std::make_unique<ResourceManagerImpl>(std::move(own_clock), std::move(service),
                                                   std::move(server));
   SY_RETURN_IF_ERROR(rm->StartMetrics(options.listen_host, options.metrics_port));

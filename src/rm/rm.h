@@ -13,7 +13,7 @@
 namespace switchyard::rm {
 
 struct RmOptions {
-  std::string listen_host = "127.0.0.1";
+  std::string listen_host = "127.0.0.1";  // "inproc": in-process only, no port
   int port = 29001;  // 0 picks a free port; see `ResourceManagerServer::port()`
   absl::Duration heartbeat_period;
   int heartbeat_misses_max = 0;
@@ -35,6 +35,8 @@ class ResourceManagerServer {
   virtual ~ResourceManagerServer() = default;
 
   virtual int port() const = 0;
+  // host:port, or an in-process address (listen_host "inproc", common/grpc_server.h).
+  virtual std::string address() const = 0;
   // Stops serving; in-flight calls finish first. Idempotent.
   virtual void Shutdown() = 0;
 };

@@ -2,6 +2,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_join.h"
+#include "common/wire_record.h"
 #include "common/files.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
@@ -135,6 +136,7 @@ bool RmService::HolderIsGone(const HostStatus& holder) {
 grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
                                        const RegisterWorkerRequest* request,
                                        RegisterWorkerResponse* response) {
+  RecordWire("rm_register", *request);
   std::optional<HostStatus> holder;
   absl::StatusOr<RegisterWorkerResponse> result = Register(*request, &holder);
   // A worker restarted on a new address finds its place held by its predecessor until
@@ -190,6 +192,7 @@ std::string RmService::RenderMetrics() {
 
 grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatRequest* request,
                                   HeartbeatResponse* response) {
+  RecordWire("rm_heartbeat", *request);
   absl::MutexLock lock(&mutex_);
   return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now()));
 }
@@ -236,6 +239,7 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
 
 grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
                                     KeyValuePutResponse* response) {
+  RecordWire("rm_kv_put", *request);
   return ToGrpcStatus(kv_.Put(request->key(), request->value(), request->allow_overwrite()));
 }
 

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -104,9 +105,9 @@ class WorkerServerImpl final : public WorkerServer {
     });
     SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
                                                  {service_.get()}));
-    const std::string host =
-        options.advertise_host.empty() ? options.listen_host : options.advertise_host;
-    address_ = absl::StrCat(host, ":", server_.port);
+    address_ = options.advertise_host.empty()
+                   ? server_.address
+                   : absl::StrCat(options.advertise_host, ":", server_.port);
     service_->SetAddress(address_);
     transfers_->SetOwnAddress(address_);
     SY_LOG(Info) << "worker serving on " << address_ << " with "
@@ -136,6 +137,7 @@ class WorkerServerImpl final : public WorkerServer {
   }
 
   int port() const override { return server_.port; }
+  std::string address() const override { return address_; }
 
   std::string RenderMetrics() const {
     MetricsText text;
@@ -171,7 +173,9 @@ class WorkerServerImpl final : public WorkerServer {
     if (rm_link_ != nullptr) rm_link_->Stop();
     if (lease_sweeper_.joinable()) lease_sweeper_.join();  // stopping_ is notified by now
     if (server_.server != nullptr) {
-      server_.server->Shutdown();
+      // Proxies' operation streams stay open for as long as they live: cancel what is
+      // still running after a moment rather than wait for them.
+      server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server_.server->Wait();
       server_.server.reset();
       SY_LOG(Info) << "worker " << address_ << " stopped";

@@ -13,7 +13,7 @@
 namespace switchyard::worker {
 
 struct WorkerOptions {
-  std::string listen_host = "127.0.0.1";
+  std::string listen_host = "127.0.0.1";  // "inproc": in-process only, no port
   int port = 29005;  // 0 picks a free port
   // Host name other processes use to reach this worker; defaults to `listen_host`.
   std::string advertise_host;
@@ -46,6 +46,8 @@ class WorkerServer {
   virtual ~WorkerServer() = default;
 
   virtual int port() const = 0;
+  // What the RM and proxies are told: host:port, or an in-process address.
+  virtual std::string address() const = 0;
   // Blocks until the worker stops: after `Shutdown`, or by itself when the RM
   // refused it or stayed unreachable past `register_timeout` (that error is returned).
   virtual absl::Status Wait() = 0;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +11,11 @@
 #include "common/grpc_status.h"
 #include "common/guarded.h"
 #include "common/limits.h"
+#include "common/ordered_writer.h"
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/wire_record.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
 #include "worker/transfers.h"
@@ -47,14 +48,8 @@ class DispatchAnswers {
  public:
   using Stream = grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>;
   explicit DispatchAnswers(Stream* stream)
-      : stream_(stream), reader_(std::this_thread::get_id()), writer_([this] { WriteLoop(); }) {}
-  ~DispatchAnswers() {
-    {
-      absl::MutexLock lock(&mutex_);
-      closed_ = true;
-    }
-    if (writer_.joinable()) writer_.join();  // Finish has, unless the handler threw
-  }
+      : reader_(std::this_thread::get_id()),
+        writer_([stream](const DispatchResponse& response) { return stream->Write(response); }) {}
 
   // An await whose answer comes later, from a device thread.
   void AwaitStarted() ABSL_LOCKS_EXCLUDED(mutex_) {
@@ -62,77 +57,44 @@ class DispatchAnswers {
     ++waiting_;
   }
 
+  // On the stream's own thread the answer is written at once when nothing is ahead of
+  // it; device threads only queue it (they must not wait on the proxy).
   void Respond(uint64_t seq, const absl::Status& status, bool awaited = false)
       ABSL_LOCKS_EXCLUDED(mutex_) {
     DispatchResponse response;
     response.set_seq(seq);
     response.set_code(static_cast<int>(status.code()));
     response.set_message(std::string(status.message()));
-    {
-      absl::MutexLock lock(&mutex_);
-      if (awaited) --waiting_;
-      if (closed_) return;
-      // On the stream's own thread, with nothing queued ahead, write at once (outside
-      // the lock, which device-thread callbacks take): one thread wakeup fewer for the
-      // common case of an await on a finished buffer.
-      if (std::this_thread::get_id() != reader_ || !answers_.empty() || writing_) {
-        answers_.push_back(std::move(response));
-        return;
-      }
-      writing_ = true;
+    if (std::this_thread::get_id() == reader_) {
+      writer_.Write(std::move(response));
+    } else {
+      writer_.Post(std::move(response));
     }
-    stream_->Write(response);
-    absl::MutexLock lock(&mutex_);
-    writing_ = false;
+    if (awaited) {
+      absl::MutexLock lock(&mutex_);
+      --waiting_;
+    }
   }
 
   // Reading has ended. Pending awaits are still answered while the caller is there;
   // once it has gone (cancelled), nothing is waited for. Then the stream may go away.
-  void Finish(const grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mutex_) {
-    {
-      absl::MutexLock lock(&mutex_);
-      auto drained = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-        return answers_.empty() && !writing_ && waiting_ == 0;
-      };
-      while (!drained() && !context.IsCancelled()) {
-        mutex_.AwaitWithTimeout(absl::Condition(&drained), absl::Milliseconds(100));
+  void Finish(grpc::ServerContext& context) ABSL_LOCKS_EXCLUDED(mutex_) {
+    while (!context.IsCancelled()) {
+      {
+        absl::MutexLock lock(&mutex_);
+        auto answered = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return waiting_ == 0; };
+        if (!mutex_.AwaitWithTimeout(absl::Condition(&answered), absl::Milliseconds(100))) continue;
       }
-      auto idle = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !writing_; };
-      mutex_.Await(absl::Condition(&idle));
-      closed_ = true;
+      if (writer_.AwaitIdle(absl::Milliseconds(100))) break;
     }
-    writer_.join();
+    writer_.Close(absl::ZeroDuration(), [&context] { context.TryCancel(); });
   }
 
  private:
-  void WriteLoop() ABSL_LOCKS_EXCLUDED(mutex_) {
-    while (true) {
-      DispatchResponse response;
-      {
-        absl::MutexLock lock(&mutex_);
-        auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
-          return closed_ || (!answers_.empty() && !writing_);
-        };
-        mutex_.Await(absl::Condition(&ready));
-        if (closed_) return;
-        response = std::move(answers_.front());
-        answers_.pop_front();
-        writing_ = true;
-      }
-      stream_->Write(response);
-      absl::MutexLock lock(&mutex_);
-      writing_ = false;
-    }
-  }
-
-  Stream* const stream_;  // used only until `closed_`
   const std::thread::id reader_;
   absl::Mutex mutex_;
-  std::deque<DispatchResponse> answers_ ABSL_GUARDED_BY(mutex_);
-  int waiting_ ABSL_GUARDED_BY(mutex_) = 0;      // awaits not yet answered
-  bool writing_ ABSL_GUARDED_BY(mutex_) = false;  // one write at a time, by either thread
-  bool closed_ ABSL_GUARDED_BY(mutex_) = false;
-  std::thread writer_;
+  int waiting_ ABSL_GUARDED_BY(mutex_) = 0;  // awaits not yet answered
+  OrderedWriter<DispatchResponse> writer_;
 };
 
 }  // namespace
@@ -197,6 +159,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
     return absl::InvalidArgumentError("PutBuffer stream must start with a header");
   }
   const BufferHeader header = chunk.header();
+  RecordWire("worker_put_header", header);
   SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
   if (header.buffer_id() == 0 || buffers_->Contains(header.buffer_id())) {
@@ -317,6 +280,7 @@ grpc::Status WorkerService::Compile(grpc::ServerContext* context, const CompileR
   absl::StatusOr<uint64_t> owner = CheckCaller(*context);
   if (!owner.ok()) return ToGrpcStatus(owner.status());
   Touch(*owner);
+  RecordWire("worker_compile", *request);
   auto result = Guarded("Compile", [&] { return executor_->Compile(*request, *owner); });
   if (!result.ok()) return ToGrpcStatus(result.status());
   *response = *std::move(result);
@@ -361,6 +325,7 @@ grpc::Status WorkerService::Dispatch(
   auto answers = std::make_shared<DispatchAnswers>(stream);
   DispatchRequest request;
   while (stream->Read(&request)) {
+    RecordWire("worker_dispatch", request);
     const uint64_t seq = request.seq();
     absl::Status status;
     switch (request.op_case()) {

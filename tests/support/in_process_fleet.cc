@@ -1,0 +1,53 @@
+#include "support/in_process_fleet.h"
+
+#include <cstdlib>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/grpc_server.h"
+
+namespace switchyard::test_support {
+
+const char* TestPlugin() {
+  const char* plugin = std::getenv("SWITCHYARD_TEST_PLUGIN");
+  return plugin != nullptr && plugin[0] != '\0' ? plugin : nullptr;
+}
+
+absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
+  if (TestPlugin() == nullptr) return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
+  rm::RmOptions rm_options = rm::DefaultRmOptions();
+  rm_options.listen_host = kInProcessHost;
+  rm_options.heartbeat_period = absl::Milliseconds(100);
+  auto rm = rm::ResourceManagerServer::Start(rm_options);
+  if (!rm.ok()) return rm.status();
+  rm_ = *std::move(rm);
+  for (int slice = 0; slice < slices; ++slice) {
+    worker::WorkerOptions options;
+    options.listen_host = kInProcessHost;
+    options.resource_manager_address = rm_->address();
+    options.slice_index = slice;
+    options.pjrt_plugin = TestPlugin();
+    options.cpu_device_count = devices_per_worker;
+    auto worker = worker::WorkerServer::Start(options);
+    if (!worker.ok()) return worker.status();
+    workers_.push_back(*std::move(worker));
+  }
+  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    std::vector<proxy::DeviceEntry> devices = fleet_->Devices();
+    bool up = devices.size() == static_cast<size_t>(slices * devices_per_worker);
+    for (const proxy::DeviceEntry& device : devices) up = up && device.worker->up();
+    if (up) return absl::OkStatus();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+}
+
+InProcessFleet::~InProcessFleet() {
+  fleet_.reset();
+  workers_.clear();
+  if (rm_ != nullptr) rm_->Shutdown();
+}
+
+}  // namespace switchyard::test_support

@@ -1,0 +1,44 @@
+#pragma once
+
+// A whole fleet in this process: a real RM and real workers (the PJRT plugin named by
+// SWITCHYARD_TEST_PLUGIN, the real Executor and BufferStore), one slice each, reached
+// over gRPC's in-process transport: no socket is opened. For unit tests and fuzzers of
+// what sits on top of the workers (the proxy's sessions).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proxy/fleet.h"
+#include "rm/rm.h"
+#include "worker/worker.h"
+
+namespace switchyard::test_support {
+
+// The plugin the tests load, or nullptr when SWITCHYARD_TEST_PLUGIN is unset.
+const char* TestPlugin();
+
+class InProcessFleet {
+ public:
+  InProcessFleet() = default;
+  ~InProcessFleet();
+  InProcessFleet(const InProcessFleet&) = delete;
+  InProcessFleet& operator=(const InProcessFleet&) = delete;
+
+  // Starts the RM and `slices` workers of `devices_per_worker` CPU devices, and a proxy
+  // fleet view that sees every device up (waits up to 10 s for it).
+  absl::Status Start(int slices, int devices_per_worker);
+
+  proxy::Fleet* fleet() { return fleet_.get(); }
+  std::string worker_address(int slice) const { return workers_[slice]->address(); }
+  // The worker of `slice` stops serving, as if it had crashed.
+  void StopWorker(int slice) { workers_[slice].reset(); }
+
+ private:
+  std::unique_ptr<rm::ResourceManagerServer> rm_;
+  std::vector<std::unique_ptr<worker::WorkerServer>> workers_;
+  std::unique_ptr<proxy::Fleet> fleet_;
+};
+
+}  // namespace switchyard::test_support
