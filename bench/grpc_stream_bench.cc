@@ -21,7 +21,8 @@ using switchyard::PutBufferResponse;
 
 class Sink final : public switchyard::Worker::Service {
  public:
-  explicit Sink(int64_t bytes) : payload_(switchyard::limits::kBufferChunkBytes, 'x'), bytes_(bytes) {}
+  explicit Sink(int64_t bytes)
+      : payload_(switchyard::limits::kBufferChunkBytes, 'x'), bytes_(bytes) {}
 
   grpc::Status PutBuffer(grpc::ServerContext*, grpc::ServerReader<PutBufferChunk>* reader,
                          PutBufferResponse*) override {

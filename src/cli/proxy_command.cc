@@ -1,8 +1,8 @@
 #include "absl/flags/flag.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
-#include "common/logging.h"
 #include "cli/serve.h"
+#include "common/logging.h"
 #include "common/signals.h"
 #include "proxy/proxy.h"
 

@@ -43,10 +43,9 @@ void PrintTable(const Fleet& fleet) {
       std::string health = host.healthy()
                                ? "healthy"
                                : absl::StrCat("DOWN ", host.last_heartbeat_age_ms() / 1000, "s");
-      std::printf("%-6d %-5d %-22s %-10s %-8lld %-30s %s\n", slice.slice_index(),
-                  host.host_index(), host.address().c_str(), health.c_str(),
-                  static_cast<long long>(host.pid()), plugin_text.c_str(),
-                  DeviceIds(host).c_str());
+      std::printf("%-6d %-5d %-22s %-10s %-8lld %-30s %s\n", slice.slice_index(), host.host_index(),
+                  host.address().c_str(), health.c_str(), static_cast<long long>(host.pid()),
+                  plugin_text.c_str(), DeviceIds(host).c_str());
     }
   }
 }

@@ -7,6 +7,7 @@
 #include "cli/flags.h"
 #include "common/logging.h"
 #include "common/signals.h"
+#include "common/thread_name.h"
 #include "worker/worker.h"
 
 ABSL_FLAG(int, slice_index, 0, "Slice this worker belongs to (env SWITCHYARD_SLICE_INDEX)");
@@ -63,6 +64,7 @@ int RunWorker() {
   }
   worker::WorkerServer* raw = server->get();
   std::thread([raw] {
+    NameThisThread("sy-signals");
     int signal = WaitForTerminationSignal();
     SY_LOG(Info) << "signal " << signal << ": shutting down";
     raw->Shutdown();

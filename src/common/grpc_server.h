@@ -11,8 +11,8 @@
 // proxy sessions) that way, with every component real and no socket opened.
 
 #include <memory>
-#include <utility>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,7 +45,7 @@ struct StartedServer {
   // Declared before `server`, so that the name goes after the server has stopped.
   InProcessName name;
   std::unique_ptr<grpc::Server> server;
-  int port = 0;  // 0 in process
+  int port = 0;         // 0 in process
   std::string address;  // host:port, or inproc:<n>
 };
 

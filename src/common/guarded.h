@@ -21,7 +21,8 @@ auto Guarded(absl::string_view what, F&& f) -> decltype(f()) {
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(absl::StrCat("out of memory while handling ", what));
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("unexpected error while handling ", what, ": ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("unexpected error while handling ", what, ": ", e.what()));
   }
 }
 

@@ -84,42 +84,41 @@ absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
   const int64_t elements = NumElements(shape);
   if (byte_strides.empty() || elements == 0) return elements * element_bytes;
   if (byte_strides.size() != shape.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("byte_strides [", absl::StrJoin(byte_strides, ","),
-                                                   "] do not match the rank of [",
-                                                   absl::StrJoin(shape, ","), "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("byte_strides [", absl::StrJoin(byte_strides, ","),
+                     "] do not match the rank of [", absl::StrJoin(shape, ","), "]"));
   }
   int64_t last = 0;
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] == 1) continue;  // a stride of a size-1 dimension is never used
     if (byte_strides[d] <= 0 || byte_strides[d] % element_bytes != 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "byte_strides [", absl::StrJoin(byte_strides, ","),
-          "] must be positive multiples of the element size ", element_bytes));
+      return absl::UnimplementedError(
+          absl::StrCat("byte_strides [", absl::StrJoin(byte_strides, ","),
+                       "] must be positive multiples of the element size ", element_bytes));
     }
     // Strides come from the client: every step is checked, so the region's size (and
     // every offset inside it) fits.
-    absl::StatusOr<int64_t> span = CheckedProduct(byte_strides[d], shape[d] - 1,
-                                                  limits::kHostRegionBytesMax, "byte strides");
+    absl::StatusOr<int64_t> span =
+        CheckedProduct(byte_strides[d], shape[d] - 1, limits::kHostRegionBytesMax, "byte strides");
     if (!span.ok()) return span.status();
     if (*span > limits::kHostRegionBytesMax - last - element_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "byte_strides [", absl::StrJoin(byte_strides, ","), "] span more than ",
-          limits::kHostRegionBytesMax, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("byte_strides [", absl::StrJoin(byte_strides, ","), "] span more than ",
+                       limits::kHostRegionBytesMax, " bytes"));
     }
     last += *span;
   }
   return last + element_bytes;
 }
 
-absl::StatusOr<std::string> ExtractShard(absl::string_view host,
-                                         const std::vector<int64_t>& shape,
+absl::StatusOr<std::string> ExtractShard(absl::string_view host, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& byte_strides,
                                          int64_t element_bytes, const IndexDomain& domain) {
   absl::StatusOr<int64_t> region = HostRegionBytes(shape, byte_strides, element_bytes);
   if (!region.ok()) return region.status();
   if (static_cast<int64_t>(host.size()) != *region) {
-    return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
-                                                   " bytes; the array needs ", *region));
+    return absl::InvalidArgumentError(
+        absl::StrCat("host buffer has ", host.size(), " bytes; the array needs ", *region));
   }
   std::string out(NumElements(domain.shape()) * element_bytes, '\0');
   absl::Status status =

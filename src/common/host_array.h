@@ -33,8 +33,7 @@ absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
                                         int64_t element_bytes);
 
 // Copies `domain` of the host array into a dense row-major buffer.
-absl::StatusOr<std::string> ExtractShard(absl::string_view host,
-                                         const std::vector<int64_t>& shape,
+absl::StatusOr<std::string> ExtractShard(absl::string_view host, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& byte_strides,
                                          int64_t element_bytes, const IndexDomain& domain);
 

@@ -18,8 +18,8 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
   if (size >= kHugePage) {
     // One extra huge page of slack to start on a huge-page boundary.
     const size_t length = (size + 2 * kHugePage - 1) / kHugePage * kHugePage;
-    void* mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                         -1, 0);
+    void* mapping =
+        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mapping != MAP_FAILED) {
       mapping_ = mapping;
       mapping_size_ = length;

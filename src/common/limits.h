@@ -30,14 +30,14 @@ inline constexpr int64_t kDevicesPerHostMax = 1 << 10;  // devices and local ord
 inline constexpr int64_t kHostsMax = 1 << 14;           // registered hosts in all
 // Global device ids are int32 on the IFRT wire.
 inline constexpr int64_t kDeviceIdsMax = (int64_t{1} << 31) - 1;
-inline constexpr int64_t kNameBytesMax = 1 << 10;       // addresses, host names, boot ids
-inline constexpr int64_t kFleetWatchersMax = 256;       // open WatchFleet streams
+inline constexpr int64_t kNameBytesMax = 1 << 10;  // addresses, host names, boot ids
+inline constexpr int64_t kFleetWatchersMax = 256;  // open WatchFleet streams
 // The bootstrap key-value store holds topologies and clique ids: small values.
 inline constexpr int64_t kKvKeyBytesMax = 1 << 10;
 inline constexpr int64_t kKvValueBytesMax = 4 << 20;
 inline constexpr int64_t kKvKeysMax = 1 << 16;
 inline constexpr int64_t kKvBytesMax = int64_t{256} << 20;
-inline constexpr int64_t kKvWaitersMax = 1 << 10;       // gets waiting for a key
+inline constexpr int64_t kKvWaitersMax = 1 << 10;           // gets waiting for a key
 inline constexpr int64_t kKvGetWaitMaxMs = 10 * 60 * 1000;  // the longest a get waits
 // A host down this long is no longer listed (its device ids stay reserved): an
 // operator's mistyped registration does not stay in every session's device list.

@@ -19,9 +19,12 @@ std::string& ProcessName() {
 
 char SeverityLetter(LogSeverity severity) {
   switch (severity) {
-    case LogSeverity::kInfo: return 'I';
-    case LogSeverity::kWarning: return 'W';
-    case LogSeverity::kError: return 'E';
+    case LogSeverity::kInfo:
+      return 'I';
+    case LogSeverity::kWarning:
+      return 'W';
+    case LogSeverity::kError:
+      return 'E';
   }
   return '?';
 }
@@ -36,8 +39,8 @@ void SetLogProcessName(absl::string_view name) {
 LogMessage::~LogMessage() {
   std::string time = absl::FormatTime("%m%d %H:%M:%E6S", absl::Now(), absl::UTCTimeZone());
   absl::MutexLock lock(&log_mutex);
-  std::string line = std::string(1, SeverityLetter(severity_)) + time + " " + ProcessName() +
-                     "] " + stream_.str() + "\n";
+  std::string line = std::string(1, SeverityLetter(severity_)) + time + " " + ProcessName() + "] " +
+                     stream_.str() + "\n";
   // One write(2) per line keeps lines whole when several processes share a terminal.
   (void)!write(STDERR_FILENO, line.data(), line.size());
 }

@@ -1,4 +1,5 @@
 #include "common/metrics.h"
+#include "common/thread_name.h"
 
 #include <thread>
 
@@ -25,10 +26,10 @@ namespace {
 class HttpMetricsServer final : public MetricsServer {
  public:
   HttpMetricsServer(std::function<std::string()> render) {
-    server_.Get("/metrics", [render = std::move(render)](const httplib::Request&,
-                                                         httplib::Response& response) {
-      response.set_content(render(), "text/plain; version=0.0.4");
-    });
+    server_.Get("/metrics",
+                [render = std::move(render)](const httplib::Request&, httplib::Response& response) {
+                  response.set_content(render(), "text/plain; version=0.0.4");
+                });
   }
   ~HttpMetricsServer() override {
     server_.stop();
@@ -36,11 +37,15 @@ class HttpMetricsServer final : public MetricsServer {
   }
 
   absl::Status Listen(const std::string& host, int port) {
-    port_ = port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
+    port_ =
+        port == 0 ? server_.bind_to_any_port(host) : (server_.bind_to_port(host, port) ? port : -1);
     if (port_ <= 0) {
       return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", host, ":", port));
     }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    thread_ = std::thread([this] {
+      NameThisThread("sy-metrics");
+      server_.listen_after_bind();
+    });
     return absl::OkStatus();
   }
 

@@ -27,8 +27,8 @@ class MetricsServer {
  public:
   // Serves GET /metrics on host:port (0 picks a free port). UNAVAILABLE if the
   // port cannot be bound.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(
-      const std::string& host, int port, std::function<std::string()> render);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
+                                                              std::function<std::string()> render);
   // Like `Start`, but null when `port` is negative (metrics off); logs the address.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> StartIfEnabled(
       const std::string& host, int port, std::function<std::string()> render);

@@ -16,6 +16,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/thread_name.h"
 
 namespace switchyard {
 
@@ -25,8 +26,12 @@ class OrderedWriter {
   // Writes one message on the stream; false once the stream has failed.
   using WriteFn = std::function<bool(const Message&)>;
 
-  explicit OrderedWriter(WriteFn write)
-      : write_(std::move(write)), writer_([this] { WriteLoop(); }) {}
+  // `thread_name` names the writer's thread (common/thread_name.h).
+  OrderedWriter(WriteFn write, const char* thread_name)
+      : write_(std::move(write)), writer_([this, thread_name] {
+          NameThisThread(thread_name);
+          WriteLoop();
+        }) {}
   ~OrderedWriter() { Close(); }
   OrderedWriter(const OrderedWriter&) = delete;
   OrderedWriter& operator=(const OrderedWriter&) = delete;

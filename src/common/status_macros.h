@@ -10,10 +10,10 @@
 #define SY_CONCAT_(a, b) SY_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` is not OK.
-#define SY_RETURN_IF_ERROR(expr)                   \
-  do {                                             \
-    ::absl::Status sy_status_ = (expr);            \
-    if (!sy_status_.ok()) return sy_status_;       \
+#define SY_RETURN_IF_ERROR(expr)             \
+  do {                                       \
+    ::absl::Status sy_status_ = (expr);      \
+    if (!sy_status_.ok()) return sy_status_; \
   } while (0)
 
 // `SY_ASSIGN_OR_RETURN(auto x, F());` declares x from F()'s value or returns its error.

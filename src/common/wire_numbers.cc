@@ -19,12 +19,13 @@ absl::StatusOr<int64_t> CheckedProduct(int64_t a, int64_t b, int64_t max, absl::
 
 absl::StatusOr<int64_t> CheckedElements(absl::Span<const int64_t> dims, absl::string_view what) {
   if (dims.size() > static_cast<size_t>(limits::kArrayRankMax)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": rank ", dims.size(),
-                                                   " exceeds the limit of ", limits::kArrayRankMax));
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": rank ", dims.size(), " exceeds the limit of ", limits::kArrayRankMax));
   }
   int64_t elements = 1;
   for (int64_t dim : dims) {
-    if (dim < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative dimension ", dim));
+    if (dim < 0)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": negative dimension ", dim));
     absl::StatusOr<int64_t> product =
         CheckedProduct(elements, dim, limits::kArrayElementsMax, what);
     if (!product.ok()) return product.status();

@@ -11,5 +11,7 @@
 namespace switchyard {
 
 void RecordWire(absl::string_view kind, const google::protobuf::MessageLite& message);
+// Bytes already serialized.
+void RecordWireBytes(absl::string_view kind, absl::string_view bytes);
 
 }  // namespace switchyard

@@ -74,7 +74,6 @@ void Buffer::OnReady(std::function<void(absl::Status)> done) const {
   PJRT_Event* unregistered =
       Event::Then(api, ready->event, [callback](absl::Status status) { (*callback)(status); });
   if (unregistered != nullptr) (*callback)(Event(api, unregistered).Await());  // wait here
-
 }
 
 absl::StatusOr<std::string> Buffer::ToHost() const {
@@ -105,8 +104,8 @@ absl::Status Buffer::ToHost(absl::Span<char> out) const {
   // Surface a failed producer as its own error rather than as a copy failure.
   SY_RETURN_IF_ERROR(AwaitReady());
   if (static_cast<int64_t>(out.size()) != host_size_bytes_) {
-    return absl::InvalidArgumentError(absl::StrCat("the buffer has ", host_size_bytes_,
-                                                   " bytes; the destination ", out.size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the buffer has ", host_size_bytes_, " bytes; the destination ", out.size()));
   }
   if (out.empty()) return absl::OkStatus();
   Args<PJRT_Buffer_ToHostBuffer_Args> args;

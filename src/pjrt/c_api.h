@@ -53,10 +53,10 @@ bool HasFunction(const PJRT_Api* api, size_t offset, const void* function);
 
 // Calls api->PJRT_<name>(args) and returns its status; UNIMPLEMENTED if the plugin's
 // table is too old to have the function.
-#define SY_PJRT_CALL(api, name, args)                                               \
+#define SY_PJRT_CALL(api, name, args)                                                 \
   (::switchyard::pjrt::HasFunction((api), offsetof(PJRT_Api, PJRT_##name),            \
                                    reinterpret_cast<const void*>((api)->PJRT_##name)) \
-       ? ::switchyard::pjrt::ToStatus((api), (api)->PJRT_##name(args))               \
+       ? ::switchyard::pjrt::ToStatus((api), (api)->PJRT_##name(args))                \
        : ::absl::UnimplementedError("the PJRT plugin does not implement PJRT_" #name))
 
 #include "pjrt/dtype.h"

@@ -154,11 +154,9 @@ int Client::OrdinalOf(const PJRT_Device* device) const {
   return -1;
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const char> data,
-                                                               DType dtype,
-                                                               absl::Span<const int64_t> dims,
-                                                               int ordinal,
-                                                               const std::string& memory_kind) const {
+absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
+    absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
+    const std::string& memory_kind) const {
   PJRT_Event* done_with_data = nullptr;
   auto buffer = StartBufferFromHost(data, dtype, dims, ordinal, memory_kind,
                                     /*zero_copy=*/false, &done_with_data);
@@ -168,11 +166,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(absl::Span<const 
   return buffer;
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(std::shared_ptr<const HostBytes> data,
-                                                                    DType dtype,
-                                                               absl::Span<const int64_t> dims,
-                                                               int ordinal,
-                                                               const std::string& memory_kind) const {
+absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(
+    std::shared_ptr<const HostBytes> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
+    const std::string& memory_kind) const {
   PJRT_Event* done_with_data = nullptr;
   // Only the CPU client is known to alias host bytes; elsewhere zero-copy semantics are
   // not asked for, and the bytes live until the copy is done.
@@ -189,8 +185,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
     absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
     const std::string& memory_kind, bool zero_copy, PJRT_Event** done_with_data) const {
   if (ordinal < 0 || ordinal >= static_cast<int>(devices_.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("device ordinal ", ordinal, " out of range [0, ",
-                                                   devices_.size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ordinal ", ordinal, " out of range [0, ", devices_.size(), ")"));
   }
   PJRT_Buffer_Type type = ToPjrtType(dtype);
   if (type == PJRT_Buffer_Type_INVALID) {
@@ -203,9 +199,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
   }
   int64_t expected = DenseByteSize(dtype, elements);
   if (expected != static_cast<int64_t>(data.size())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "host data has ", data.size(), " bytes; ", DTypeName(dtype), "[",
-        absl::StrJoin(dims, ","), "] needs ", expected));
+    return absl::InvalidArgumentError(absl::StrCat("host data has ", data.size(), " bytes; ",
+                                                   DTypeName(dtype), "[", absl::StrJoin(dims, ","),
+                                                   "] needs ", expected));
   }
   Args<PJRT_Client_BufferFromHostBuffer_Args> args;
   args->client = client_;
@@ -222,8 +218,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
     auto it = std::find_if(memories.begin(), memories.end(),
                            [&](const MemoryDesc& m) { return m.kind == memory_kind; });
     if (it == memories.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("device ordinal ", ordinal,
-                                                     " has no memory of kind '", memory_kind, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device ordinal ", ordinal, " has no memory of kind '", memory_kind, "'"));
     }
     args->memory = memory_handles_[ordinal][it - memories.begin()];
   }

@@ -10,8 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "pjrt/dtype.h"
 #include "common/host_bytes.h"
+#include "pjrt/dtype.h"
 #include "pjrt/key_value_store.h"
 #include "pjrt/plugin.h"
 
@@ -31,8 +31,8 @@ struct MemoryDesc {
 };
 
 struct DeviceDesc {
-  int ordinal = 0;            // index in `Client::devices()`
-  int id = 0;                 // the plugin's device id (used in device assignments)
+  int ordinal = 0;  // index in `Client::devices()`
+  int id = 0;       // the plugin's device id (used in device assignments)
   int local_hardware_id = 0;
   std::string kind;
   std::vector<MemoryDesc> memories;
@@ -67,11 +67,9 @@ class Client {
   // The same for bytes handed over: the plugin may use them in place instead of
   // copying (the CPU plugin does, for aligned data) and they are freed once it no
   // longer needs them. Returns once the buffer exists.
-  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromOwnedHost(std::shared_ptr<const HostBytes> data,
-                                                              DType dtype,
-                                                         absl::Span<const int64_t> dims,
-                                                         int ordinal,
-                                                         const std::string& memory_kind = "") const;
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromOwnedHost(
+      std::shared_ptr<const HostBytes> data, DType dtype, absl::Span<const int64_t> dims,
+      int ordinal, const std::string& memory_kind = "") const;
 
   // Compiles `program` (format "mlir": StableHLO text, bytecode or a VHLO portable
   // artifact; "hlo": a serialized HloModuleProto) with a serialized CompileOptionsProto.

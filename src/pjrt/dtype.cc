@@ -4,45 +4,88 @@ namespace switchyard::pjrt {
 
 int BitWidth(DType dtype) {
   switch (dtype) {
-    case DType::kPred: case DType::kS8: case DType::kU8: case DType::kF8E5M2:
-    case DType::kF8E4M3FN: case DType::kF8E4M3B11FNUZ: case DType::kF8E5M2FNUZ:
+    case DType::kPred:
+    case DType::kS8:
+    case DType::kU8:
+    case DType::kF8E5M2:
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3B11FNUZ:
+    case DType::kF8E5M2FNUZ:
     case DType::kF8E4M3FNUZ:
       return 8;
-    case DType::kS4: case DType::kU4: return 4;
-    case DType::kS16: case DType::kU16: case DType::kF16: case DType::kBF16: return 16;
-    case DType::kS32: case DType::kU32: case DType::kF32: return 32;
-    case DType::kS64: case DType::kU64: case DType::kF64: case DType::kC64: return 64;
-    case DType::kC128: return 128;
-    case DType::kInvalid: return 0;
+    case DType::kS4:
+    case DType::kU4:
+      return 4;
+    case DType::kS16:
+    case DType::kU16:
+    case DType::kF16:
+    case DType::kBF16:
+      return 16;
+    case DType::kS32:
+    case DType::kU32:
+    case DType::kF32:
+      return 32;
+    case DType::kS64:
+    case DType::kU64:
+    case DType::kF64:
+    case DType::kC64:
+      return 64;
+    case DType::kC128:
+      return 128;
+    case DType::kInvalid:
+      return 0;
   }
   return 0;
 }
 
 std::string DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kPred: return "pred";
-    case DType::kS8: return "s8";
-    case DType::kS16: return "s16";
-    case DType::kS32: return "s32";
-    case DType::kS64: return "s64";
-    case DType::kU8: return "u8";
-    case DType::kU16: return "u16";
-    case DType::kU32: return "u32";
-    case DType::kU64: return "u64";
-    case DType::kF16: return "f16";
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kC64: return "c64";
-    case DType::kBF16: return "bf16";
-    case DType::kC128: return "c128";
-    case DType::kF8E5M2: return "f8e5m2";
-    case DType::kF8E4M3FN: return "f8e4m3fn";
-    case DType::kS4: return "s4";
-    case DType::kU4: return "u4";
-    case DType::kF8E4M3B11FNUZ: return "f8e4m3b11fnuz";
-    case DType::kF8E5M2FNUZ: return "f8e5m2fnuz";
-    case DType::kF8E4M3FNUZ: return "f8e4m3fnuz";
-    case DType::kInvalid: break;
+    case DType::kPred:
+      return "pred";
+    case DType::kS8:
+      return "s8";
+    case DType::kS16:
+      return "s16";
+    case DType::kS32:
+      return "s32";
+    case DType::kS64:
+      return "s64";
+    case DType::kU8:
+      return "u8";
+    case DType::kU16:
+      return "u16";
+    case DType::kU32:
+      return "u32";
+    case DType::kU64:
+      return "u64";
+    case DType::kF16:
+      return "f16";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kC64:
+      return "c64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kC128:
+      return "c128";
+    case DType::kF8E5M2:
+      return "f8e5m2";
+    case DType::kF8E4M3FN:
+      return "f8e4m3fn";
+    case DType::kS4:
+      return "s4";
+    case DType::kU4:
+      return "u4";
+    case DType::kF8E4M3B11FNUZ:
+      return "f8e4m3b11fnuz";
+    case DType::kF8E5M2FNUZ:
+      return "f8e5m2fnuz";
+    case DType::kF8E4M3FNUZ:
+      return "f8e4m3fnuz";
+    case DType::kInvalid:
+      break;
   }
   return "invalid(" + std::to_string(static_cast<int>(dtype)) + ")";
 }

@@ -92,8 +92,8 @@ absl::Status Executable::ReadMetadata() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<Launch> Executable::Execute(
-    const std::vector<std::vector<const Buffer*>>& arguments, int launch_id) const {
+absl::StatusOr<Launch> Executable::Execute(const std::vector<std::vector<const Buffer*>>& arguments,
+                                           int launch_id) const {
   const size_t num_devices = device_ordinals_.size();
   if (arguments.size() != num_devices) {
     return absl::InvalidArgumentError(absl::StrCat("executable '", name_, "' runs on ", num_devices,
@@ -109,9 +109,9 @@ absl::StatusOr<Launch> Executable::Execute(
     }
     for (const Buffer* buffer : arguments[d]) {
       if (buffer->device_ordinal() != device_ordinals_[d]) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "argument for launch device ", d, " lives on device ordinal ",
-            buffer->device_ordinal(), ", not ", device_ordinals_[d]));
+        return absl::InvalidArgumentError(
+            absl::StrCat("argument for launch device ", d, " lives on device ordinal ",
+                         buffer->device_ordinal(), ", not ", device_ordinals_[d]));
       }
       argument_handles[d].push_back(buffer->handle());
     }

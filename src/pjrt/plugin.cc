@@ -64,8 +64,7 @@ absl::StatusOr<Plugin*> Plugin::Load(const std::string& path) {
   if (api->pjrt_api_version.major_version != PJRT_API_MAJOR) {
     return absl::FailedPreconditionError(absl::StrCat(
         "PJRT plugin '", path, "' has API version ", api->pjrt_api_version.major_version, ".",
-        api->pjrt_api_version.minor_version, "; Switchyard speaks major version ",
-        PJRT_API_MAJOR));
+        api->pjrt_api_version.minor_version, "; Switchyard speaks major version ", PJRT_API_MAJOR));
   }
   auto plugin = std::unique_ptr<Plugin>(new Plugin(path, api));
   Args<PJRT_Plugin_Initialize_Args> init;

@@ -51,8 +51,8 @@ class Plugin {
 
   // Creates a client (one per process is the norm). `options` e.g.
   // {"cpu_device_count", int64_t{4}}.
-  absl::StatusOr<std::unique_ptr<Client>> CreateClient(
-      const std::vector<ClientOption>& options, KeyValueStore* kv_store = nullptr) const;
+  absl::StatusOr<std::unique_ptr<Client>> CreateClient(const std::vector<ClientOption>& options,
+                                                       KeyValueStore* kv_store = nullptr) const;
 
  private:
   Plugin(std::string path, const PJRT_Api* api) : api_(api) { info_.path = std::move(path); }

@@ -28,7 +28,8 @@ void ArrayTable::AddError(uint64_t handle, absl::Status error) {
 
 absl::StatusOr<std::shared_ptr<Array>> ArrayTable::GetEvenIfDeleted(uint64_t handle) const {
   auto it = arrays_.find(handle);
-  if (it == arrays_.end()) return absl::NotFoundError(absl::StrCat("Unknown array handle: ", handle));
+  if (it == arrays_.end())
+    return absl::NotFoundError(absl::StrCat("Unknown array handle: ", handle));
   return it->second;
 }
 

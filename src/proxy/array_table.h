@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "proxy/worker_connection.h"
 #include "proxy/sharding.h"
+#include "proxy/worker_connection.h"
 #include "switchyard/common.pb.h"
 
 namespace switchyard::proxy {
@@ -21,8 +21,7 @@ namespace switchyard::proxy {
 // good, once its worker's epoch has ended.
 class RemoteBuffer {
  public:
-  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device,
-               WorkerConnection::Ticket made)
+  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device, WorkerConnection::Ticket made)
       : worker_(worker), id_(id), device_(device), made_(made) {}
   // A shard that was never made because of `lost` (a DATA_LOSS): operations on a lost
   // slice are accepted, and their results report the loss when used.

@@ -8,6 +8,7 @@
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -21,10 +22,17 @@ constexpr absl::Duration kProbePeriod = absl::Milliseconds(250);
 Fleet::Fleet(std::string rm_address)
     : rm_address_(std::move(rm_address)),
       rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
-  watcher_ = std::thread([this] { WatchLoop(); });
-  housekeeper_ = std::thread([this] { HousekeepingLoop(); });
+  watcher_ = std::thread([this] {
+    NameThisThread("sy-fleet-watch");
+    WatchLoop();
+  });
+  housekeeper_ = std::thread([this] {
+    NameThisThread("sy-housekeeper");
+    HousekeepingLoop();
+  });
   // Probes block for up to a second each: on a thread of their own.
   prober_ = std::thread([this] {
+    NameThisThread("sy-prober");
     while (!stop_.WaitForNotificationWithTimeout(kProbePeriod)) {
       for (WorkerConnection* connection : Connections()) connection->ProbeIfDown();
     }
@@ -73,8 +81,8 @@ void Fleet::WatchLoop() {
     if (stop_.HasBeenNotified()) return;
     {
       absl::MutexLock lock(&mutex_);
-      watch_error_ = absl::UnavailableError(absl::StrCat(
-          "cannot reach the resource manager at ", rm_address_, ": ", status.message()));
+      watch_error_ = absl::UnavailableError(absl::StrCat("cannot reach the resource manager at ",
+                                                         rm_address_, ": ", status.message()));
     }
     if (!warned) {
       SY_LOG(Warning) << "fleet watch on the resource manager at " << rm_address_
@@ -134,11 +142,10 @@ absl::Status Fleet::WaitForView(absl::Duration timeout) {
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return have_view_; };
   mutex_.AwaitWithTimeout(absl::Condition(&ready), timeout);
   if (!have_view_) {
-    return watch_error_.ok()
-               ? absl::UnavailableError(absl::StrCat("no answer from the resource manager at ",
-                                                     rm_address_, " within ",
-                                                     absl::FormatDuration(timeout)))
-               : watch_error_;
+    return watch_error_.ok() ? absl::UnavailableError(absl::StrCat(
+                                   "no answer from the resource manager at ", rm_address_,
+                                   " within ", absl::FormatDuration(timeout)))
+                             : watch_error_;
   }
   if (devices_.empty()) {
     return absl::FailedPreconditionError(

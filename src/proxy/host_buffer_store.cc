@@ -48,8 +48,8 @@ void HostBuffer::Finish(absl::Status status) {
   if (finished_) return;
   finished_ = true;
   if (status.ok() && arrived_ != size_) {
-    status = absl::DataLossError(absl::StrCat("host buffer upload ended after ", arrived_, " of ",
-                                              size_, " bytes"));
+    status = absl::DataLossError(
+        absl::StrCat("host buffer upload ended after ", arrived_, " of ", size_, " bytes"));
   }
   status_ = std::move(status);
 }
@@ -68,8 +68,8 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
     if (cancelled && cancelled()) return absl::CancelledError("the client went away");
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
-      return absl::NotFoundError(absl::StrCat("host buffer upload stalled at ", arrived_, " of ",
-                                              size_, " bytes"));
+      return absl::NotFoundError(
+          absl::StrCat("host buffer upload stalled at ", arrived_, " of ", size_, " bytes"));
     }
     mutex_.AwaitWithTimeout(absl::Condition(&ready), std::min(left, kCancelPoll));
   }
@@ -95,8 +95,7 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t hand
   return buffer;
 }
 
-absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Expect(uint64_t handle,
-                                                                     int64_t size) {
+absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Expect(uint64_t handle, int64_t size) {
   auto buffer = std::make_shared<HostBuffer>(size, HostBuffer::InOnePiece{});
   absl::MutexLock lock(&mutex_);
   absl::Status added = Add(handle, buffer);

@@ -76,8 +76,8 @@ class HostBufferStore {
   // Waits up to `timeout` for the handle to appear (complete or still arriving).
   // NOT_FOUND when it does not; CANCELLED if the store shuts down or `cancelled()`
   // turns true meanwhile.
-  absl::StatusOr<std::shared_ptr<const HostBuffer>> Lookup(
-      uint64_t handle, absl::Duration timeout, const CancelledFn& cancelled = nullptr)
+  absl::StatusOr<std::shared_ptr<const HostBuffer>> Lookup(uint64_t handle, absl::Duration timeout,
+                                                           const CancelledFn& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // NOT_FOUND for an unknown handle.
   absl::Status Delete(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);

@@ -11,19 +11,31 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
   // IFRT's kinds share XLA's PrimitiveType numbers for every type we hold, and so
   // does switchyard.DType.
   switch (proto.kind()) {
-    case DTypeProto::KIND_PRED: case DTypeProto::KIND_S8: case DTypeProto::KIND_S16:
-    case DTypeProto::KIND_S32: case DTypeProto::KIND_S64: case DTypeProto::KIND_U8:
-    case DTypeProto::KIND_U16: case DTypeProto::KIND_U32: case DTypeProto::KIND_U64:
-    case DTypeProto::KIND_F16: case DTypeProto::KIND_F32: case DTypeProto::KIND_F64:
-    case DTypeProto::KIND_C64: case DTypeProto::KIND_BF16: case DTypeProto::KIND_C128:
-    case DTypeProto::KIND_F8E5M2: case DTypeProto::KIND_F8E4M3FN:
-    case DTypeProto::KIND_F8E4M3B11FNUZ: case DTypeProto::KIND_F8E5M2FNUZ:
+    case DTypeProto::KIND_PRED:
+    case DTypeProto::KIND_S8:
+    case DTypeProto::KIND_S16:
+    case DTypeProto::KIND_S32:
+    case DTypeProto::KIND_S64:
+    case DTypeProto::KIND_U8:
+    case DTypeProto::KIND_U16:
+    case DTypeProto::KIND_U32:
+    case DTypeProto::KIND_U64:
+    case DTypeProto::KIND_F16:
+    case DTypeProto::KIND_F32:
+    case DTypeProto::KIND_F64:
+    case DTypeProto::KIND_C64:
+    case DTypeProto::KIND_BF16:
+    case DTypeProto::KIND_C128:
+    case DTypeProto::KIND_F8E5M2:
+    case DTypeProto::KIND_F8E4M3FN:
+    case DTypeProto::KIND_F8E4M3B11FNUZ:
+    case DTypeProto::KIND_F8E5M2FNUZ:
     case DTypeProto::KIND_F8E4M3FNUZ:
       return static_cast<DType>(proto.kind());
     default:
-      return absl::UnimplementedError(absl::StrCat(
-          "Switchyard does not serve arrays of dtype ", DTypeProto::Kind_Name(proto.kind()),
-          " (", static_cast<int>(proto.kind()), ")"));
+      return absl::UnimplementedError(absl::StrCat("Switchyard does not serve arrays of dtype ",
+                                                   DTypeProto::Kind_Name(proto.kind()), " (",
+                                                   static_cast<int>(proto.kind()), ")"));
   }
 }
 
@@ -35,14 +47,33 @@ DTypeProto ToDTypeProto(DType dtype) {
 
 int64_t ElementBytes(DType dtype) {
   switch (dtype) {
-    case PRED: case S8: case U8: case F8E5M2: case F8E4M3FN: case F8E4M3B11FNUZ:
-    case F8E5M2FNUZ: case F8E4M3FNUZ:
+    case PRED:
+    case S8:
+    case U8:
+    case F8E5M2:
+    case F8E4M3FN:
+    case F8E4M3B11FNUZ:
+    case F8E5M2FNUZ:
+    case F8E4M3FNUZ:
       return 1;
-    case S16: case U16: case F16: case BF16: return 2;
-    case S32: case U32: case F32: return 4;
-    case S64: case U64: case F64: case C64: return 8;
-    case C128: return 16;
-    default: return 0;
+    case S16:
+    case U16:
+    case F16:
+    case BF16:
+      return 2;
+    case S32:
+    case U32:
+    case F32:
+      return 4;
+    case S64:
+    case U64:
+    case F64:
+    case C64:
+      return 8;
+    case C128:
+      return 16;
+    default:
+      return 0;
   }
 }
 

@@ -39,9 +39,10 @@ absl::Status ReadMetadata(const grpc::ServerContext& context, const char* key, M
 grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
                                      const w::GrpcGetVersionRequest* request,
                                      w::GrpcGetVersionResponse* response) {
-  auto chosen = ChooseVersion(
-      {request->min_version().protocol_version(), request->min_version().ifrt_serdes_version_number()},
-      {request->max_version().protocol_version(), request->max_version().ifrt_serdes_version_number()});
+  auto chosen = ChooseVersion({request->min_version().protocol_version(),
+                               request->min_version().ifrt_serdes_version_number()},
+                              {request->max_version().protocol_version(),
+                               request->max_version().ifrt_serdes_version_number()});
   if (!chosen.ok()) {
     SY_LOG(Warning) << "refused client " << context->peer() << ": " << chosen.status().message();
     return ToGrpcStatus(chosen.status());
@@ -52,7 +53,8 @@ grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
 }
 
 grpc::Status IfrtService::IfrtSession(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream) {
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream) {
   w::GrpcIfrtSessionMetadata metadata;
   absl::Status status = ReadMetadata(*context, kSessionMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
@@ -78,7 +80,7 @@ grpc::Status IfrtService::IfrtSession(
     absl::MutexLock lock(&mutex_);
     stores_.erase(session_id);
   };
- ++sessions_opened_;
+  ++sessions_opened_;
   SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
@@ -89,8 +91,9 @@ grpc::Status IfrtService::IfrtSession(
     auto sink = std::make_shared<proxy::ResponseSink>(
         [stream](const w::IfrtResponse& response) { return stream->Write(response); },
         [context] { context->TryCancel(); });
-    Session session(session_id, version, fleet_, store, [context] { return context->IsCancelled(); },
-                    sink, num_elastic_slices_);
+    Session session(
+        session_id, version, fleet_, store, [context] { return context->IsCancelled(); }, sink,
+        num_elastic_slices_);
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       RecordWire("ifrt_request", request);
@@ -113,8 +116,8 @@ grpc::Status IfrtService::IfrtSession(
     // reader thread never blocks writing to a stream nobody reads while the session
     // below waits for that worker.
     sink->Close();
-    SY_LOG(Info) << "session " << session_id << " ended after " << requests
-                 << " requests; freeing " << session.arrays() << " arrays";
+    SY_LOG(Info) << "session " << session_id << " ended after " << requests << " requests; freeing "
+                 << session.arrays() << " arrays";
   }
   return grpc::Status::OK;
 }
@@ -139,8 +142,8 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   RecordWire("host_buffer_metadata", metadata);
   auto store = FindStore(metadata.session_id());
   if (store == nullptr) {
-    return ToGrpcStatus(absl::NotFoundError(
-        absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
+    return ToGrpcStatus(
+        absl::NotFoundError(absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
   }
   if (metadata.buffer_size() < 0) {
     return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
@@ -161,20 +164,20 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
   if (!complete.ok()) {
     (void)store->Delete(metadata.handle());
-    return ToGrpcStatus(absl::Status(complete.code(), absl::StrCat("host buffer ",
-                                                                   metadata.handle(), ": ",
-                                                                   complete.message())));
+    return ToGrpcStatus(
+        absl::Status(complete.code(),
+                     absl::StrCat("host buffer ", metadata.handle(), ": ", complete.message())));
   }
   return grpc::Status::OK;
 }
 
-grpc::Status IfrtService::HostBufferLookup(grpc::ServerContext* context,
-                                           const w::GrpcHostBufferLookupRequest* request,
-                                           grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
+grpc::Status IfrtService::HostBufferLookup(
+    grpc::ServerContext* context, const w::GrpcHostBufferLookupRequest* request,
+    grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
   auto store = FindStore(request->session_id());
   if (store == nullptr) {
-    return ToGrpcStatus(absl::NotFoundError(
-        absl::StrCat("Session id ", request->session_id(), " does not exist")));
+    return ToGrpcStatus(
+        absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));
   }
   auto buffer = store->Lookup(request->handle(), absl::ZeroDuration());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
@@ -198,8 +201,8 @@ grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
                                            w::GrpcHostBufferDeleteResponse* response) {
   auto store = FindStore(request->session_id());
   if (store == nullptr) {
-    return ToGrpcStatus(absl::NotFoundError(
-        absl::StrCat("Session id ", request->session_id(), " does not exist")));
+    return ToGrpcStatus(
+        absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));
   }
   return ToGrpcStatus(store->Delete(request->handle()));
 }

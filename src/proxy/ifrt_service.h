@@ -37,9 +37,9 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   grpc::Status HostBufferLookup(
       grpc::ServerContext* context, const ::xla::ifrt::proxy::GrpcHostBufferLookupRequest* request,
       grpc::ServerWriter<::xla::ifrt::proxy::GrpcHostBufferLookupResponse>* writer) override;
-  grpc::Status HostBufferDelete(grpc::ServerContext* context,
-                                const ::xla::ifrt::proxy::GrpcHostBufferDeleteRequest* request,
-                                ::xla::ifrt::proxy::GrpcHostBufferDeleteResponse* response) override;
+  grpc::Status HostBufferDelete(
+      grpc::ServerContext* context, const ::xla::ifrt::proxy::GrpcHostBufferDeleteRequest* request,
+      ::xla::ifrt::proxy::GrpcHostBufferDeleteResponse* response) override;
   grpc::Status HostBufferReadFromDisk(
       grpc::ServerContext* context,
       const ::xla::ifrt::proxy::GrpcHostBufferReadFromDiskRequest* request,

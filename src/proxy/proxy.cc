@@ -19,14 +19,15 @@ class ProxyServerImpl final : public ProxyServer {
 
   absl::Status StartMetrics(const std::string& host, int port) {
     SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(host, port, [this] {
-      MetricsText text;
-      text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.", service_->sessions())
-          .Add("switchyard_proxy_sessions_total", "counter", "Client sessions opened.",
-               service_->sessions_opened())
-          .Add("switchyard_proxy_requests_total", "counter", "IFRT requests answered.",
-               service_->requests());
-      return text.str();
-    }));
+                          MetricsText text;
+                          text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.",
+                                   service_->sessions())
+                              .Add("switchyard_proxy_sessions_total", "counter",
+                                   "Client sessions opened.", service_->sessions_opened())
+                              .Add("switchyard_proxy_requests_total", "counter",
+                                   "IFRT requests answered.", service_->requests());
+                          return text.str();
+                        }));
     return absl::OkStatus();
   }
 
@@ -55,8 +56,8 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   auto service = std::make_unique<IfrtService>(fleet.get(), options.num_elastic_slices);
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));
-  SY_LOG(Info) << "proxy listening on " << server.address
-               << " (resource manager " << options.resource_manager_address << ")";
+  SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
+               << options.resource_manager_address << ")";
   auto proxy =
       std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));
   SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));

@@ -22,7 +22,7 @@ class ResponseSink {
   using WriteFn = OrderedWriter<Response>::WriteFn;
   // `cancel` ends the stream: it unblocks a write to a client that stopped reading.
   ResponseSink(WriteFn write, std::function<void()> cancel)
-      : cancel_(std::move(cancel)), writer_(std::move(write)) {}
+      : cancel_(std::move(cancel)), writer_(std::move(write), "sy-session-out") {}
 
   // On the session's thread. False once closed or when the stream has failed.
   bool Write(Response response) { return writer_.Write(std::move(response)); }

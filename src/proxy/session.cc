@@ -7,9 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/status_macros.h"
 #include "common/guarded.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/worker_calls.h"
 
@@ -129,10 +129,10 @@ absl::Status Session::Health() const {
     if (!worker->up()) down.insert(worker->slice_index());
   }
   if (static_cast<int>(down.size()) <= num_elastic_slices_) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat(
-      "session ", id_, " failed: ", down.size(), " of its slices are down (",
-      absl::StrJoin(down, ","), "), more than --num_elastic_slices=", num_elastic_slices_,
-      " allows"));
+  return absl::DataLossError(absl::StrCat("session ", id_, " failed: ", down.size(),
+                                          " of its slices are down (", absl::StrJoin(down, ","),
+                                          "), more than --num_elastic_slices=", num_elastic_slices_,
+                                          " allows"));
 }
 
 uint64_t Session::NewHandle() { return next_handle_++; }
@@ -208,8 +208,9 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
       response->mutable_check_future_response();
       return HandleCheckFuture(request.check_future_request());
     case R::kMakeArrayFromHostBufferRequest:
-      return HandleMakeArrayFromHostBuffer(request.make_array_from_host_buffer_request(),
-                                           response->mutable_make_array_from_host_buffer_response());
+      return HandleMakeArrayFromHostBuffer(
+          request.make_array_from_host_buffer_request(),
+          response->mutable_make_array_from_host_buffer_response());
     case R::kMakeArraysFromHostBufferShardsRequest:
       return HandleMakeArraysFromHostBufferShards(
           request.make_arrays_from_host_buffer_shards_request(),
@@ -218,9 +219,8 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
       return HandleAssemble(request.assemble_array_from_single_device_arrays_request(),
                             response->mutable_assemble_array_from_single_device_arrays_response());
     case R::kDisassembleIntoSingleDeviceArraysRequest:
-      return HandleDisassemble(
-          request.disassemble_into_single_device_arrays_request(),
-          response->mutable_disassemble_into_single_device_arrays_response());
+      return HandleDisassemble(request.disassemble_into_single_device_arrays_request(),
+                               response->mutable_disassemble_into_single_device_arrays_response());
     case R::kFullyReplicatedShardRequest:
       return HandleFullyReplicatedShard(request.fully_replicated_shard_request(),
                                         response->mutable_fully_replicated_shard_response());
@@ -332,7 +332,8 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
       m->set_debug_string(absl::StrCat(memory.kind(), ":", id));
       m->set_to_string(absl::StrCat("Memory(kind=", memory.kind(), ", device=", id, ")"));
       device->add_memory_ids(next_memory_id);
-      if (memory.kind() == info.default_memory_kind()) device->set_default_memory_id(next_memory_id);
+      if (memory.kind() == info.default_memory_kind())
+        device->set_default_memory_id(next_memory_id);
       ++next_memory_id;
     }
     if (!device->has_default_memory_id() && device->memory_ids_size() > 0) {

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +40,7 @@ namespace wire = ::xla::ifrt::proxy;
 struct ExecutablePart {
   WorkerConnection* worker = nullptr;
   uint64_t worker_id = 0;
-  uint64_t epoch = 0;  // the worker's epoch it was compiled in
+  uint64_t epoch = 0;            // the worker's epoch it was compiled in
   std::vector<int64_t> devices;  // global ids, in the worker's launch order
 };
 
@@ -108,8 +108,7 @@ class Session {
                                    wire::ReshardArraysResponse* response);
   // Answered through the sink once the shards are gathered; the session goes on with
   // the next request meanwhile, and the host buffer is visible to lookups at once.
-  absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
-                                     uint64_t op_id);
+  absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request, uint64_t op_id);
   // Answered through the sink once every worker holding the values says they are
   // computed; the session goes on with the next request meanwhile.
   absl::Status CheckValueReadyLater(const wire::CheckValueReadyRequest& request, uint64_t op_id);
@@ -126,7 +125,8 @@ class Session {
   absl::Status HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
                              wire::LoadedExecutableExecuteResponse* response);
   absl::Status HandleExecutableDestruct(const wire::LoadedExecutableDestructRequest& request);
-  absl::Status HandleFetchExecuteResult(const wire::LoadedExecutableFetchExecuteResultRequest& request);
+  absl::Status HandleFetchExecuteResult(
+      const wire::LoadedExecutableFetchExecuteResultRequest& request);
   absl::Status HandleGetDefaultDeviceAssignment(
       const wire::GetDefaultDeviceAssignmentRequest& request,
       wire::GetDefaultDeviceAssignmentResponse* response);

@@ -82,18 +82,18 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
                                                        " bytes; the array needs ",
                                                        NumElements(shape) * element_bytes));
       }
-      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, shape, host.size(),
-                                           memory_kind, [&](int64_t bytes) {
-                                             return host.WaitFor(
-                                                 bytes, absl::Now() + kHostBufferWait, cancelled_);
-                                           }));
+      SY_ASSIGN_OR_RETURN(
+          epoch,
+          PutBuffer(worker, id, device, dtype, shape, host.size(), memory_kind, [&](int64_t bytes) {
+            return host.WaitFor(bytes, absl::Now() + kHostBufferWait, cancelled_);
+          }));
     } else {
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
-      SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(all, shape, byte_strides, element_bytes,
-                                                        layout.domains[i]));
-      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(),
-                                           cut, memory_kind));
+      SY_ASSIGN_OR_RETURN(std::string cut,
+                          ExtractShard(all, shape, byte_strides, element_bytes, layout.domains[i]));
+      SY_ASSIGN_OR_RETURN(
+          epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), cut, memory_kind));
     }
     array->shards[i] =
         std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
@@ -147,7 +147,8 @@ absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
 }
 
 std::string Session::MemoryKind(const Sharding& sharding, int64_t device) const {
-  if (sharding.memory_kind.has_value() && !sharding.memory_kind->empty()) return *sharding.memory_kind;
+  if (sharding.memory_kind.has_value() && !sharding.memory_kind->empty())
+    return *sharding.memory_kind;
   auto it = devices_.find(device);
   return it == devices_.end() ? "" : it->second.info.default_memory_kind();
 }
@@ -194,14 +195,15 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
     wire::MakeArrayFromHostBufferResponse* response) {
   const uint64_t handle =
       request.has_array_handle() ? request.array_handle() : request.host_buffer_handle();
-  SY_ASSIGN_OR_RETURN(auto host, host_buffers_->Lookup(request.host_buffer_handle(), kHostBufferWait, cancelled_));
+  SY_ASSIGN_OR_RETURN(
+      auto host, host_buffers_->Lookup(request.host_buffer_handle(), kHostBufferWait, cancelled_));
   (void)host_buffers_->Delete(request.host_buffer_handle());
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
   SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, FromShapeProto(request.shape()));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(dtype, std::move(shape), std::move(sharding),
-                                   *host, Strides(request.has_byte_strides(), request.byte_strides())));
+                      PutHostArray(dtype, std::move(shape), std::move(sharding), *host,
+                                   Strides(request.has_byte_strides(), request.byte_strides())));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
   return absl::OkStatus();
@@ -227,8 +229,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     array->shards.resize(sharding.devices.size());
     for (int b = 0; b < spec.host_buffers_size(); ++b) {
       const auto& buffer = spec.host_buffers(b);
-      SY_ASSIGN_OR_RETURN(auto host,
-                          host_buffers_->Lookup(buffer.host_buffer_handle(), kHostBufferWait, cancelled_));
+      SY_ASSIGN_OR_RETURN(auto host, host_buffers_->Lookup(buffer.host_buffer_handle(),
+                                                           kHostBufferWait, cancelled_));
       (void)host_buffers_->Delete(buffer.host_buffer_handle());
       SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shard_shape, FromShapeProto(buffer.shape()));
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
@@ -241,8 +243,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       absl::string_view data = all;
       if (!strides.empty() ||
           static_cast<int64_t>(all.size()) != NumElements(shard_shape) * ElementBytes(dtype)) {
-        SY_ASSIGN_OR_RETURN(gathered, ExtractShard(all, shard_shape, strides, ElementBytes(dtype),
-                                                   whole));
+        SY_ASSIGN_OR_RETURN(gathered,
+                            ExtractShard(all, shard_shape, strides, ElementBytes(dtype), whole));
         data = gathered;
       }
       for (int64_t index : spec.addressable_shard_indices(b).indices()) {
@@ -269,8 +271,9 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
   return absl::OkStatus();
 }
 
-absl::Status Session::HandleAssemble(const wire::AssembleArrayFromSingleDeviceArraysRequest& request,
-                                     wire::AssembleArrayFromSingleDeviceArraysResponse* response) {
+absl::Status Session::HandleAssemble(
+    const wire::AssembleArrayFromSingleDeviceArraysRequest& request,
+    wire::AssembleArrayFromSingleDeviceArraysResponse* response) {
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
   if (static_cast<size_t>(request.single_device_array_handles_size()) != sharding.devices.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -283,12 +286,13 @@ absl::Status Session::HandleAssemble(const wire::AssembleArrayFromSingleDeviceAr
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     SY_ASSIGN_OR_RETURN(auto part, arrays_.Get(request.single_device_array_handles(i)));
     if (part->shards.size() != 1 || part->shards[0] == nullptr) {
-      return absl::InvalidArgumentError("AssembleArrayFromSingleDeviceArrays needs single-device arrays");
+      return absl::InvalidArgumentError(
+          "AssembleArrayFromSingleDeviceArrays needs single-device arrays");
     }
     if (part->shards[0]->device() != sharding.devices[i]) {
       return absl::InvalidArgumentError(absl::StrCat("shard ", i, " lives on device ",
-                                                     part->shards[0]->device(), ", the sharding says ",
-                                                     sharding.devices[i]));
+                                                     part->shards[0]->device(),
+                                                     ", the sharding says ", sharding.devices[i]));
     }
     array->dtype = part->dtype;
     array->shards[i] = part->shards[0];
@@ -332,8 +336,10 @@ absl::Status Session::HandleDisassemble(
 absl::Status Session::HandleFullyReplicatedShard(const wire::FullyReplicatedShardRequest& request,
                                                  wire::FullyReplicatedShardResponse* response) {
   SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handle()));
-  if (!array->sharding.IsFullyReplicated() || array->shards.empty() || array->shards[0] == nullptr) {
-    return absl::InvalidArgumentError("FullyReplicatedShard of an array that is not fully replicated");
+  if (!array->sharding.IsFullyReplicated() || array->shards.empty() ||
+      array->shards[0] == nullptr) {
+    return absl::InvalidArgumentError(
+        "FullyReplicatedShard of an array that is not fully replicated");
   }
   auto part = std::make_shared<Array>();
   part->dtype = array->dtype;
@@ -384,12 +390,13 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
 }
 
 absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
-                                                       const ::xla::ifrt::ArraySpecProto& spec,
-                                                       bool reuse) {
+                                                        const ::xla::ifrt::ArraySpecProto& spec,
+                                                        bool reuse) {
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(spec.dtype()));
   SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, FromShapeProto(spec.shape()));
   if (dtype != array.dtype || shape != array.shape) {
-    return absl::InvalidArgumentError("ReshardArrays changes only the sharding, not dtype or shape");
+    return absl::InvalidArgumentError(
+        "ReshardArrays changes only the sharding, not dtype or shape");
   }
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(spec.sharding()));
   for (int64_t device : sharding.devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
@@ -409,12 +416,13 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     std::vector<size_t> chosen;
     for (size_t i = 0; i < array.shards.size(); ++i) {
       if (!from.holds[i] || array.shards[i] == nullptr) continue;
-      auto same = std::find_if(chosen.begin(), chosen.end(), [&](size_t c) {
-        return from.domains[c] == from.domains[i];
-      });
+      auto same = std::find_if(chosen.begin(), chosen.end(),
+                               [&](size_t c) { return from.domains[c] == from.domains[i]; });
       auto rank = [&](size_t k) {
         if (!array.shards[k]->Usable().ok()) return 3;  // lost: only if nothing else has it
-        return array.shards[k]->device() == device ? 0 : array.shards[k]->worker() == worker ? 1 : 2;
+        return array.shards[k]->device() == device   ? 0
+               : array.shards[k]->worker() == worker ? 1
+                                                     : 2;
       };
       if (same == chosen.end()) {
         chosen.push_back(i);
@@ -478,7 +486,9 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     *op.mutable_assemble() = std::move(request);
     absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
         std::move(op),
-        [worker, sources](absl::Status status) { LogTransferFailure("reshard on", worker, status); },
+        [worker, sources](absl::Status status) {
+          LogTransferFailure("reshard on", worker, status);
+        },
         local_epoch);
     out->shards[j] = ticket.ok() ? std::make_shared<RemoteBuffer>(worker, id, device, *ticket)
                                  : RemoteBuffer::Lost(worker, device, ticket.status());
@@ -490,7 +500,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
 absl::Status Session::HandleRemapArrays(const wire::RemapArraysRequest& request,
                                         wire::RemapArraysResponse* response) {
   ::xla::ifrt::RemapPlanProto plan;
-  if (!plan.ParseFromString(request.plan())) return absl::InvalidArgumentError("malformed RemapPlan");
+  if (!plan.ParseFromString(request.plan()))
+    return absl::InvalidArgumentError("malformed RemapPlan");
   if (plan.input_devices_for_output_size() == 0 && plan.mappings_size() > 0) {
     return absl::UnimplementedError(
         "RemapPlan in the form before IFRT SerDes 6 (interval mappings) is not supported");
@@ -542,7 +553,8 @@ absl::Status Session::HandleRemapArrays(const wire::RemapArraysRequest& request,
     outputs[o] = std::move(out);
   }
   for (int o = 0; o < plan.output_specs_size(); ++o) {
-    if (outputs[o] == nullptr) return absl::InvalidArgumentError("RemapPlan leaves an output empty");
+    if (outputs[o] == nullptr)
+      return absl::InvalidArgumentError("RemapPlan leaves an output empty");
     SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(o), std::move(outputs[o])));
     response->add_array_handles(request.result_handles(o));
   }
@@ -642,7 +654,8 @@ absl::Status Session::HandleDestructArray(const wire::DestructArrayRequest& requ
     if (!arrays_.Remove(handle).ok()) unknown.push_back(handle);
   }
   if (!unknown.empty()) {
-    return absl::NotFoundError(absl::StrCat("Unknown array handles: ", absl::StrJoin(unknown, ",")));
+    return absl::NotFoundError(
+        absl::StrCat("Unknown array handles: ", absl::StrJoin(unknown, ",")));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "common/wire_numbers.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -69,8 +70,8 @@ absl::Status CheckMultiHostProgram(const std::vector<int64_t>& devices,
     const bool multi_host = entry->plugin.num_nodes() > 1;
     if (!multi_host || entry->info.slice_index() != first.info.slice_index()) {
       return absl::UnimplementedError(absl::StrCat(
-          "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","),
-          "] span ", num_workers, " workers (", absl::StrJoin(addresses, ", "), ")",
+          "the program's ", devices.size(), " devices [", absl::StrJoin(devices, ","), "] span ",
+          num_workers, " workers (", absl::StrJoin(addresses, ", "), ")",
           multi_host ? " of different slices"
                      : absl::StrCat(", but worker ", entry->worker->address(), " (",
                                     entry->plugin.platform_name(),
@@ -145,7 +146,8 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   }
   // Every worker compiles the same program with the global assignment, at once.
   std::vector<CompileRequest> requests(workers.size(), compile);
-  std::vector<absl::StatusOr<Compiled>> compiled(workers.size(), absl::UnknownError("not compiled"));
+  std::vector<absl::StatusOr<Compiled>> compiled(workers.size(),
+                                                 absl::UnknownError("not compiled"));
   if (workers.size() == 1 && !workers[0]->up()) {
     // The slice is down: the client still gets its executable now (pathwaysutils'
     // health checks compile for every slice, the lost one too), from a stand-in; its
@@ -156,7 +158,10 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     std::vector<std::thread> threads;
     for (size_t w = 0; w < workers.size(); ++w) {
       requests[w].set_executable_id(NewWorkerObjectId());
-      auto run = [&, w] { compiled[w] = Compile(workers[w], requests[w]); };
+      auto run = [&, w] {
+        if (workers.size() > 1) NameThisThread("sy-compile");
+        compiled[w] = Compile(workers[w], requests[w]);
+      };
       if (workers.size() == 1) {
         run();
       } else {
@@ -297,11 +302,11 @@ absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* 
   request.set_executable_id(NewWorkerObjectId());
   absl::StatusOr<Compiled> compiled = Compile(part->worker, request);
   if (!compiled.ok()) {
-    return absl::Status(compiled.status().code(),
-                        absl::StrCat("compiling '", executable.name, "' again on slice ",
-                                     part->worker->slice_index(), " host ",
-                                     part->worker->host_index(), ", which came back: ",
-                                     compiled.status().message()));
+    return absl::Status(
+        compiled.status().code(),
+        absl::StrCat("compiling '", executable.name, "' again on slice ",
+                     part->worker->slice_index(), " host ", part->worker->host_index(),
+                     ", which came back: ", compiled.status().message()));
   }
   const std::vector<int64_t> devices(compiled->response.device_ids().begin(),
                                      compiled->response.device_ids().end());
@@ -323,7 +328,8 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
   const size_t outputs = executable->output_dtypes.size();
   if (executable->shardings_known) {
     auto* shardings = response->mutable_output_shardings();
-    for (const OpSharding& sharding : executable->output_shardings) *shardings->add_shardings() = sharding;
+    for (const OpSharding& sharding : executable->output_shardings)
+      *shardings->add_shardings() = sharding;
   }
   if (!executable->parameter_shardings.empty()) {
     auto* shardings = response->mutable_parameter_shardings();
@@ -393,8 +399,8 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     }
     const RemoteBuffer& shard = *args[arg]->shards[it - list.begin()];
     if (absl::Status usable = shard.Usable(); !usable.ok() && lost.ok()) {
-      lost = absl::DataLossError(absl::StrCat("argument ", arg, " of '", executable->name,
-                                              "' is ", usable.message()));
+      lost = absl::DataLossError(
+          absl::StrCat("argument ", arg, " of '", executable->name, "' is ", usable.message()));
     }
     return shard.id();
   };
@@ -417,8 +423,9 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
         SY_ASSIGN_OR_RETURN(uint64_t id, shard_on(i, device));
         arguments->add_ids(id);
       }
-      const size_t index = std::find(executable->devices.begin(), executable->devices.end(),
-                                     device) - executable->devices.begin();
+      const size_t index =
+          std::find(executable->devices.begin(), executable->devices.end(), device) -
+          executable->devices.begin();
       if (index == num_devices) {
         return absl::InternalError(absl::StrCat("worker ", part.worker->address(),
                                                 " runs the program on device ", device,
@@ -552,7 +559,8 @@ absl::Status Session::HandleGetDefaultDeviceAssignment(
   assignment->set_computation_count(static_cast<int32_t>(partitions));
   for (int64_t p = 0; p < partitions; ++p) {
     auto* computation = assignment->add_computation_devices();
-    for (int64_t r = 0; r < replicas; ++r) computation->add_replica_device_ids(ids[r * partitions + p]);
+    for (int64_t r = 0; r < replicas; ++r)
+      computation->add_replica_device_ids(ids[r * partitions + p]);
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/status_macros.h"
 #include "common/wire_numbers.h"
+#include "common/wire_record.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -38,7 +39,8 @@ absl::StatusOr<std::vector<int64_t>> TileAssignment(const OpSharding& op) {
   }
   std::vector<int64_t> reshape(op.iota_reshape_dims().begin(), op.iota_reshape_dims().end());
   if (reshape.empty()) reshape = {tiles};
-  SY_ASSIGN_OR_RETURN(const int64_t iota, CheckedTiles(reshape, limits::kDevicesMax, "iota tile assignment"));
+  SY_ASSIGN_OR_RETURN(const int64_t iota,
+                      CheckedTiles(reshape, limits::kDevicesMax, "iota tile assignment"));
   std::vector<int> perm(op.iota_transpose_perm().begin(), op.iota_transpose_perm().end());
   if (perm.empty()) {
     perm.resize(reshape.size());
@@ -114,7 +116,8 @@ absl::StatusOr<OpSharding> NamedToTileForm(const switchyard::xla::NamedShardingP
   for (const auto& dim : named.dim_shardings()) {
     int64_t tiles = 1;
     for (const auto& ref : dim.axes()) {
-      if (ref.has_sub_axis_info()) return absl::UnimplementedError("sub-axis shardings are not supported");
+      if (ref.has_sub_axis_info())
+        return absl::UnimplementedError("sub-axis shardings are not supported");
       const int64_t index = ref.mesh_axis_index();
       if (index < 0 || index >= static_cast<int64_t>(sizes.size()) || used[index]) {
         return absl::InvalidArgumentError("bad mesh axis reference in a named sharding");
@@ -189,6 +192,7 @@ bool Sharding::IsFullyReplicated() const {
 }
 
 absl::StatusOr<Sharding> ParseSharding(const ::xla::ifrt::ShardingProto& proto) {
+  RecordWire("sharding", proto);
   const ::xla::ifrt::Serialized& serialized = proto.serialized_sharding();
   const std::string& type = serialized.type_name();
   Sharding out;
@@ -259,9 +263,9 @@ absl::StatusOr<ShardLayout> LayoutShards(const Sharding& sharding,
     case OpSharding::OTHER:
       break;
     default:
-      return absl::UnimplementedError(
-          absl::StrCat("Switchyard does not serve OpSharding type ", OpSharding::Type_Name(op.type()),
-                       " for arrays"));
+      return absl::UnimplementedError(absl::StrCat("Switchyard does not serve OpSharding type ",
+                                                   OpSharding::Type_Name(op.type()),
+                                                   " for arrays"));
   }
   // Tiled: the first `rank` tile dimensions split the array; any further ones
   // (replicate_on_last_tile_dim, last_tile_dims) replicate.
@@ -269,7 +273,8 @@ absl::StatusOr<ShardLayout> LayoutShards(const Sharding& sharding,
                                        op.tile_assignment_dimensions().end());
   const size_t extra = (op.replicate_on_last_tile_dim() ? 1 : 0) + op.last_tile_dims_size();
   if (tile_dims.size() != rank + extra) {
-    return absl::InvalidArgumentError(absl::StrCat("tile assignment [", absl::StrJoin(tile_dims, ","),
+    return absl::InvalidArgumentError(absl::StrCat("tile assignment [",
+                                                   absl::StrJoin(tile_dims, ","),
                                                    "] does not fit an array of rank ", rank));
   }
   absl::StatusOr<std::vector<int64_t>> assignment = TileAssignment(op);
@@ -277,9 +282,9 @@ absl::StatusOr<ShardLayout> LayoutShards(const Sharding& sharding,
   std::vector<int64_t> shard_size(rank);
   for (size_t d = 0; d < rank; ++d) {
     if (tile_dims[d] <= 0 || shape[d] % tile_dims[d] != 0) {
-      return absl::UnimplementedError(absl::StrCat(
-          "uneven sharding: dimension ", d, " of size ", shape[d], " split ", tile_dims[d],
-          " ways; Switchyard needs sizes that divide evenly"));
+      return absl::UnimplementedError(
+          absl::StrCat("uneven sharding: dimension ", d, " of size ", shape[d], " split ",
+                       tile_dims[d], " ways; Switchyard needs sizes that divide evenly"));
     }
     shard_size[d] = shape[d] / tile_dims[d];
   }
@@ -308,8 +313,8 @@ absl::StatusOr<ShardLayout> LayoutShards(const Sharding& sharding,
 std::vector<int64_t> GlobalShape(const OpSharding& op, const std::vector<int64_t>& shard_shape) {
   std::vector<int64_t> shape = shard_shape;
   if (op.type() != OpSharding::OTHER) return shape;
-  for (size_t d = 0; d < shape.size() && d < static_cast<size_t>(op.tile_assignment_dimensions_size());
-       ++d) {
+  for (size_t d = 0;
+       d < shape.size() && d < static_cast<size_t>(op.tile_assignment_dimensions_size()); ++d) {
     shape[d] *= op.tile_assignment_dimensions(d);
   }
   return shape;

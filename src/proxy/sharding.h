@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ifrt/ifrt_types.pb.h"
 #include "common/host_array.h"
+#include "ifrt/ifrt_types.pb.h"
 #include "xla/xla_data.pb.h"
 
 namespace switchyard::proxy {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/thread_name.h"
 
 namespace switchyard::proxy {
 
@@ -24,11 +25,14 @@ class TaskThreads {
   void Run(std::function<void()> task) ABSL_LOCKS_EXCLUDED(mutex_) {
     {
       absl::MutexLock lock(&mutex_);
-      if (!stopping_ && (idle_ > static_cast<int>(queue_.size()) ||
-                         static_cast<int>(threads_.size()) < max_)) {
+      if (!stopping_ &&
+          (idle_ > static_cast<int>(queue_.size()) || static_cast<int>(threads_.size()) < max_)) {
         queue_.push_back(std::move(task));
         if (idle_ < static_cast<int>(queue_.size())) {
-          threads_.emplace_back([this] { Loop(); });
+          threads_.emplace_back([this] {
+            NameThisThread("sy-fetch");
+            Loop();
+          });
         }
         return;
       }

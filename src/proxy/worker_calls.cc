@@ -36,10 +36,9 @@ uint64_t NewWorkerObjectId() {
 absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
                                    DType dtype, const std::vector<int64_t>& dims,
                                    absl::string_view data, const std::string& memory_kind) {
-  return PutBuffer(worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
-                   [data](int64_t bytes) -> absl::StatusOr<absl::string_view> {
-                     return data.substr(0, bytes);
-                   });
+  return PutBuffer(
+      worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
+      [data](int64_t bytes) -> absl::StatusOr<absl::string_view> { return data.substr(0, bytes); });
 }
 
 absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
@@ -79,10 +78,9 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
   return call->epoch;
 }
 
-absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
-                                                      uint64_t buffer_id,
-                                                      const WorkerConnection::Ticket& ticket,
-                                                      CallSet* calls) {
+absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                                                     const WorkerConnection::Ticket& ticket,
+                                                     CallSet* calls) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
@@ -153,8 +151,7 @@ absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest&
   if (!call.ok()) return call.status();
   Compiled compiled;
   compiled.epoch = call->epoch;
-  absl::Status status =
-      FromGrpcStatus(call->stub->Compile(&context, request, &compiled.response));
+  absl::Status status = FromGrpcStatus(call->stub->Compile(&context, request, &compiled.response));
   if (!status.ok()) return worker->CallFailed(call->epoch, status);
   return compiled;
 }

@@ -37,10 +37,9 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
 
 // Reads a buffer made in `epoch` by operation `ticket` (waiting on the worker exactly
 // until that operation has run). `calls`, if given, can cancel the read.
-absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker,
-                                                      uint64_t buffer_id,
-                                                      const WorkerConnection::Ticket& ticket,
-                                                      CallSet* calls = nullptr);
+absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                                                     const WorkerConnection::Ticket& ticket,
+                                                     CallSet* calls = nullptr);
 
 struct Compiled {
   CompileResponse response;

@@ -10,6 +10,7 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -77,8 +78,8 @@ absl::Status WorkerConnection::CheckEpoch(uint64_t epoch) const {
 absl::Status WorkerConnection::CheckEpochLocked(uint64_t epoch) const {
   if (!up_) return down_;
   if (epoch == epoch_) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("lost with ", Describe(),
-                                          ", which failed or restarted since it was made"));
+  return absl::DataLossError(
+      absl::StrCat("lost with ", Describe(), ", which failed or restarted since it was made"));
 }
 
 void WorkerConnection::BringUpLocked(const HostView& view) {
@@ -158,8 +159,8 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
     pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
     if (closing_) return;
   }
-  SY_LOG(Warning) << "slice " << slice_index_ << " host " << host_index_ << " was lost: "
-                  << reason << " (epoch " << epoch << " ended)";
+  SY_LOG(Warning) << "slice " << slice_index_ << " host " << host_index_ << " was lost: " << reason
+                  << " (epoch " << epoch << " ended)";
 }
 
 absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
@@ -200,12 +201,13 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
     }
   }
   auto finished = std::make_shared<std::atomic<bool>>(false);
-  readers_.push_back(Reader{std::thread([this, context = context_, stream = stream_, epoch,
-                                         finished] {
-                              ReadLoop(context, stream, epoch);
-                              finished->store(true);
-                            }),
-                            finished});
+  readers_.push_back(
+      Reader{std::thread([this, context = context_, stream = stream_, epoch, finished] {
+               NameThisThread("sy-worker-in");
+               ReadLoop(context, stream, epoch);
+               finished->store(true);
+             }),
+             finished});
   return epoch;
 }
 
@@ -241,9 +243,8 @@ void WorkerConnection::CheckStall(absl::Duration limit) {
   if (started == 0 || absl::GetCurrentTimeNanos() - started < absl::ToInt64Nanoseconds(limit)) {
     return;
   }
-  MarkDown(write_epoch_.load(),
-           absl::StrCat("it has not taken an operation for ", absl::FormatDuration(limit),
-                        " (hung?)"));
+  MarkDown(write_epoch_.load(), absl::StrCat("it has not taken an operation for ",
+                                             absl::FormatDuration(limit), " (hung?)"));
 }
 
 void WorkerConnection::SendDeletes() {
@@ -288,8 +289,8 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   std::vector<Ticket> tickets(parts.size());
   if (down.ok()) {
     for (size_t i = 0; i < parts.size(); ++i) {
-      absl::StatusOr<Ticket> ticket = parts[i].worker->SendLocked(std::move(parts[i].op), nullptr,
-                                                                  parts[i].expected_epoch);
+      absl::StatusOr<Ticket> ticket =
+          parts[i].worker->SendLocked(std::move(parts[i].op), nullptr, parts[i].expected_epoch);
       if (ticket.ok()) tickets[i] = *ticket;
     }
   }
@@ -298,8 +299,7 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   return tickets;
 }
 
-absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op,
-                                                                      Done done,
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op, Done done,
                                                                       uint64_t expected_epoch) {
   WriteDeletesLocked();
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
@@ -370,9 +370,8 @@ void WorkerConnection::AwaitThen(const std::vector<uint64_t>& buffer_ids, Done d
   op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
   // `done` is moved into the waiter only when the send goes ahead.
   auto shared = std::make_shared<Done>(std::move(done));
-  absl::StatusOr<Ticket> sent = Send(std::move(op), [shared](absl::Status status) {
-    (*shared)(std::move(status));
-  });
+  absl::StatusOr<Ticket> sent =
+      Send(std::move(op), [shared](absl::Status status) { (*shared)(std::move(status)); });
   if (!sent.ok()) (*shared)(sent.status());
 }
 
@@ -387,15 +386,14 @@ absl::Status WorkerConnection::Flush(absl::Duration timeout) {
     result->done.Notify();
   });
   if (!result->done.WaitForNotificationWithTimeout(timeout)) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("slice ", slice_index_, " host ", host_index_, " did not answer within ",
-                     absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(absl::StrCat("slice ", slice_index_, " host ", host_index_,
+                                                    " did not answer within ",
+                                                    absl::FormatDuration(timeout)));
   }
   return result->status;
 }
 
-absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(
-    grpc::ClientContext* context) {
+absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(grpc::ClientContext* context) {
   absl::MutexLock write_lock(&write_mutex_);
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
   if (!epoch.ok()) return epoch.status();

@@ -89,8 +89,7 @@ class WorkerConnection {
   // carried it out, with its status, or with DATA_LOSS if the worker is lost first.
   // DATA_LOSS at once (and `done` not called) while the connection is down, or when it
   // is no longer in `expected_epoch` (0: any), the epoch of the buffers `op` names.
-  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr,
-                              uint64_t expected_epoch = 0)
+  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr, uint64_t expected_epoch = 0)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Sends one operation to each of several workers as one step: no other operation to
   // any of them goes in between (a launch spanning hosts must reach every host in the
@@ -127,8 +126,7 @@ class WorkerConnection {
   // A unary call of `epoch` failed with `status`. If that means the worker is lost
   // (UNAVAILABLE: it cannot be reached), ends the epoch. Returns what to report: the
   // epoch's DATA_LOSS once it has ended, `status` otherwise.
-  absl::Status CallFailed(uint64_t epoch, const absl::Status& status)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status CallFailed(uint64_t epoch, const absl::Status& status) ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   struct Waiter {
@@ -179,7 +177,7 @@ class WorkerConnection {
   std::shared_ptr<Worker::Stub> stub_ ABSL_GUARDED_BY(mutex_);
   bool up_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mutex_) = 1;
-  uint64_t owner_ ABSL_GUARDED_BY(mutex_) = 0;  // this epoch's owner id on the worker
+  uint64_t owner_ ABSL_GUARDED_BY(mutex_) = 0;     // this epoch's owner id on the worker
   std::string lost_boot_ ABSL_GUARDED_BY(mutex_);  // the boot whose epoch ended last
   absl::Status down_ ABSL_GUARDED_BY(mutex_);      // why the connection is down
   // The stream of the current epoch, to cancel without the write lock.

@@ -52,8 +52,8 @@ absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Duration 
   if (timeout <= absl::ZeroDuration()) {
     return absl::NotFoundError(absl::StrCat("key '", key, "' is not set"));
   }
-  return absl::DeadlineExceededError(absl::StrCat("key '", key, "' was not set within ",
-                                                  absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(
+      absl::StrCat("key '", key, "' was not set within ", absl::FormatDuration(timeout)));
 }
 
 size_t KvStore::size() const {

@@ -10,8 +10,8 @@ namespace {
 
 absl::Status CheckName(const std::string& value, absl::string_view what) {
   if (static_cast<int64_t>(value.size()) > limits::kNameBytesMax) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", value.size(),
-                                                   " bytes; the limit is ", limits::kNameBytesMax));
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has ", value.size(), " bytes; the limit is ", limits::kNameBytesMax));
   }
   return absl::OkStatus();
 }
@@ -26,9 +26,9 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
   if (request.address().empty()) {
     return absl::InvalidArgumentError("registration without a worker address");
   }
-  for (auto [value, what] : {std::pair{&request.address(), "address"},
-                             std::pair{&request.hostname(), "hostname"},
-                             std::pair{&request.boot_id(), "boot_id"}}) {
+  for (auto [value, what] :
+       {std::pair{&request.address(), "address"}, std::pair{&request.hostname(), "hostname"},
+        std::pair{&request.boot_id(), "boot_id"}}) {
     absl::Status status = CheckName(*value, what);
     if (!status.ok()) return status;
   }
@@ -43,25 +43,24 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
         absl::StrCat("worker ", request.address(), " registered without devices"));
   }
   if (request.devices_size() > limits::kDevicesPerHostMax) {
-    return absl::InvalidArgumentError(absl::StrCat("worker ", request.address(), " registered ",
-                                                   request.devices_size(), " devices; the limit is ",
-                                                   limits::kDevicesPerHostMax));
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", request.address(), " registered ", request.devices_size(),
+                     " devices; the limit is ", limits::kDevicesPerHostMax));
   }
   std::set<int> ordinals;
   for (const DeviceInfo& device : request.devices()) {
     if (device.local_ordinal() < 0 || device.local_ordinal() >= limits::kDevicesPerHostMax ||
         !ordinals.insert(device.local_ordinal()).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "worker ", request.address(), " sent a bad or repeated local ordinal ",
-          device.local_ordinal()));
+      return absl::InvalidArgumentError(absl::StrCat("worker ", request.address(),
+                                                     " sent a bad or repeated local ordinal ",
+                                                     device.local_ordinal()));
     }
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorkerRequest& request,
-                                                            uint64_t incarnation,
-                                                            absl::Time now) {
+                                                            uint64_t incarnation, absl::Time now) {
   absl::Status valid = CheckRequest(request);
   if (!valid.ok()) return valid;
   const HostKey key{request.slice_index(), request.host_index()};
@@ -107,8 +106,8 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
   response.set_incarnation(incarnation);
   response.set_heartbeat_period_ms(0);  // filled by the service
   for (DeviceInfo& device : *host.request.mutable_devices()) {
-    auto [it, inserted] = device_ids_.try_emplace({key.first, key.second, device.local_ordinal()},
-                                                  next_device_id_);
+    auto [it, inserted] =
+        device_ids_.try_emplace({key.first, key.second, device.local_ordinal()}, next_device_id_);
     if (inserted) ++next_device_id_;
     device.set_global_id(it->second);
     device.set_slice_index(key.first);
@@ -237,8 +236,8 @@ absl::Status Membership::Restore(const RmState& state, absl::Time now) {
         !ids.try_emplace({entry.slice_index(), entry.host_index(), entry.local_ordinal()},
                          entry.global_id())
              .second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the RM state gives device id ", entry.global_id(), " twice or out of range"));
+      return absl::InvalidArgumentError(absl::StrCat("the RM state gives device id ",
+                                                     entry.global_id(), " twice or out of range"));
     }
   }
   std::map<HostKey, Host> hosts;

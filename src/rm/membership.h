@@ -81,7 +81,7 @@ class Membership {
     RegisterWorkerRequest request;  // as registered, with global ids filled in
     uint64_t incarnation = 0;
     absl::Time last_heartbeat;
-    bool alive = false;  // false once declared dead; only a registration revives it
+    bool alive = false;      // false once declared dead; only a registration revives it
     bool rejoining = false;  // restored from a state file, not registered since
     absl::Time down_since;
     int64_t registrations = 0;

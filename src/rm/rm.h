@@ -18,7 +18,7 @@ struct RmOptions {
   absl::Duration heartbeat_period;
   int heartbeat_misses_max = 0;
   const Clock* clock = nullptr;  // nullptr: the real clock
-  int metrics_port = -1;          // Prometheus /metrics on listen_host; -1: off, 0: a free port
+  int metrics_port = -1;         // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // Where the device ids and hosts are kept across restarts; empty: nowhere (a
   // restarted RM then numbers devices afresh, in join order).
   std::string state_file;

@@ -2,13 +2,14 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_join.h"
-#include "common/wire_record.h"
 #include "common/files.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/thread_name.h"
+#include "common/wire_record.h"
 
 namespace switchyard::rm {
 namespace {
@@ -18,8 +19,8 @@ constexpr absl::Duration kHolderProbeTimeout = absl::Milliseconds(500);
 
 }  // namespace
 
-RmService::RmService(const Clock* clock, absl::Duration heartbeat_period,
-                     MembershipOptions options, std::string state_file)
+RmService::RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,
+                     std::string state_file)
     : clock_(clock),
       heartbeat_period_(heartbeat_period),
       state_file_(std::move(state_file)),
@@ -33,9 +34,10 @@ absl::Status RmService::Start() {
     if (bytes.ok()) {
       RmState state;
       if (!state.ParseFromString(*bytes)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "the state file ", state_file_, " is not an RM state; move it away to start afresh "
-            "(device ids will then be assigned anew)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("the state file ", state_file_,
+                         " is not an RM state; move it away to start afresh "
+                         "(device ids will then be assigned anew)"));
       }
       {
         absl::MutexLock lock(&mutex_);
@@ -54,7 +56,10 @@ absl::Status RmService::Start() {
       return bytes.status();
     }
   }
-  sweeper_ = std::thread([this] { SweepLoop(); });
+  sweeper_ = std::thread([this] {
+    NameThisThread("sy-rm-sweep");
+    SweepLoop();
+  });
   return absl::OkStatus();
 }
 
@@ -76,6 +81,7 @@ void RmService::SaveState() {
     bytes = membership_.Export().SerializeAsString();
   }
   if (bytes == saved_) return;
+  RecordWireBytes("rm_state", bytes);
   absl::Status written = WriteFileAtomically(state_file_, bytes);
   if (!written.ok()) {
     SY_LOG(Error) << "cannot save the RM state (device ids would change if the RM restarted now): "
@@ -96,8 +102,8 @@ void RmService::SweepLoop() {
       after = membership_.version();
     }
     for (const HostStatus& host : died) {
-      SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index()
-                      << " host " << host.host_index() << ") is unhealthy: no heartbeat for "
+      SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index() << " host "
+                      << host.host_index() << ") is unhealthy: no heartbeat for "
                       << host.last_heartbeat_age_ms() << " ms";
     }
     if (after != before) SaveState();  // forgotten hosts leave the file too
@@ -160,8 +166,7 @@ grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
   SY_LOG(Info) << "worker " << request->address() << " joined slice " << request->slice_index()
                << " host " << request->host_index() << " (" << request->plugin().platform_name()
                << ", PJRT " << request->plugin().pjrt_api_major() << "."
-               << request->plugin().pjrt_api_minor() << "): devices "
-               << absl::StrJoin(ids, ",");
+               << request->plugin().pjrt_api_minor() << "): devices " << absl::StrJoin(ids, ",");
   return grpc::Status::OK;
 }
 
@@ -180,13 +185,15 @@ std::string RmService::RenderMetrics() {
     }
   }
   MetricsText text;
-  text.Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", healthy, "state=\"healthy\"")
+  text.Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", healthy,
+           "state=\"healthy\"")
       .Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", unhealthy,
            "state=\"unhealthy\"")
       .Add("switchyard_rm_slices", "gauge", "Slices whose hosts are all healthy.", healthy_slices)
       .Add("switchyard_rm_devices", "gauge", "Devices on healthy hosts.", devices)
       .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size())
-      .Add("switchyard_rm_kv_bytes", "gauge", "Bytes in the bootstrap key-value store.", kv_.bytes());
+      .Add("switchyard_rm_kv_bytes", "gauge", "Bytes in the bootstrap key-value store.",
+           kv_.bytes());
   return text.str();
 }
 

@@ -4,8 +4,8 @@
 
 namespace switchyard::worker {
 
-absl::Status BufferStore::Add(uint64_t id, int64_t device_id,
-                              std::unique_ptr<pjrt::Buffer> buffer, uint64_t owner) {
+absl::Status BufferStore::Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
+                              uint64_t owner) {
   if (id == 0) return absl::InvalidArgumentError("buffer id 0 is reserved");
   auto entry = std::make_shared<StoredBuffer>();
   entry->device_id = device_id;

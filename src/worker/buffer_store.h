@@ -16,10 +16,10 @@
 namespace switchyard::worker {
 
 struct StoredBuffer {
-  int64_t device_id = 0;  // global
-  uint64_t owner = 0;     // who made it (OwnerLeases); 0: nobody in particular
+  int64_t device_id = 0;                 // global
+  uint64_t owner = 0;                    // who made it (OwnerLeases); 0: nobody in particular
   std::unique_ptr<pjrt::Buffer> buffer;  // null when `error` is set
-  absl::Status error;  // why the operation meant to produce this buffer failed
+  absl::Status error;                    // why the operation meant to produce this buffer failed
 };
 
 class BufferStore {

@@ -3,8 +3,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/guarded.h"
 #include "common/limits.h"
-#include "common/wire_numbers.h"
 #include "common/status_macros.h"
+#include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
 #include "xla/compile_options.pb.h"
 #include "xla/hlo_module.pb.h"
@@ -51,12 +51,13 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   }
   const int64_t replicas = build->num_replicas();
   const int64_t partitions = build->num_partitions();
-  SY_ASSIGN_OR_RETURN(const int64_t wanted, CheckedProduct(replicas, partitions, limits::kDevicesMax,
-                                                           "replicas x partitions"));
+  SY_ASSIGN_OR_RETURN(
+      const int64_t wanted,
+      CheckedProduct(replicas, partitions, limits::kDevicesMax, "replicas x partitions"));
   if (wanted != static_cast<int64_t>(device_ids.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the program has ", replicas, " replicas x ", partitions,
-                     " partitions but the request names ", device_ids.size(), " devices"));
+    return absl::InvalidArgumentError(absl::StrCat("the program has ", replicas, " replicas x ",
+                                                   partitions, " partitions but the request names ",
+                                                   device_ids.size(), " devices"));
   }
   auto* assignment = build->mutable_device_assignment();
   assignment->set_replica_count(replicas);
@@ -88,9 +89,8 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   auto compiled = client_->Compile(request.program(), format, options);
   if (!compiled.ok()) {
     // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault.
-    return absl::InvalidArgumentError(
-        absl::StrCat("the PJRT plugin could not compile the program: ",
-                     compiled.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the PJRT plugin could not compile the program: ", compiled.status().message()));
   }
   std::shared_ptr<const pjrt::Executable> executable = std::move(compiled).value();
 
@@ -161,10 +161,10 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   const size_t num_outputs = executable->outputs().size();
   if (static_cast<size_t>(request.arguments_size()) != num_devices ||
       static_cast<size_t>(request.outputs_size()) != num_devices) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "executable ", request.executable_id(), " runs on ", num_devices,
-        " devices; the request has ", request.arguments_size(), " argument lists and ",
-        request.outputs_size(), " output lists"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("executable ", request.executable_id(), " runs on ", num_devices,
+                     " devices; the request has ", request.arguments_size(), " argument lists and ",
+                     request.outputs_size(), " output lists"));
   }
   // Hold the inputs for the duration of the launch call.
   std::vector<std::shared_ptr<const StoredBuffer>> held;
@@ -218,11 +218,10 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   ++executions_;
   absl::Status status;
   for (size_t d = 0; d < num_devices; ++d) {
-    SY_ASSIGN_OR_RETURN(int64_t device_id,
-                        devices_->GlobalIdOf(executable->device_ordinals()[d]));
+    SY_ASSIGN_OR_RETURN(int64_t device_id, devices_->GlobalIdOf(executable->device_ordinals()[d]));
     for (size_t o = 0; o < num_outputs; ++o) {
-      absl::Status added =
-          buffers_->Add(request.outputs(d).ids(o), device_id, std::move(launch->outputs[d][o]), owner);
+      absl::Status added = buffers_->Add(request.outputs(d).ids(o), device_id,
+                                         std::move(launch->outputs[d][o]), owner);
       if (status.ok()) status = added;
     }
   }

@@ -29,8 +29,9 @@ absl::StatusOr<std::string> RmKeyValueStore::GetWithTimeout(std::string_view key
   KeyValueGetResponse response;
   absl::Status status = FromGrpcStatus(stub_->KeyValueGet(&context, request, &response));
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("key '", std::string(key), "' from the resource manager: ",
-                                                    status.message()));
+    return absl::Status(
+        status.code(),
+        absl::StrCat("key '", std::string(key), "' from the resource manager: ", status.message()));
   }
   return std::move(*response.mutable_value());
 }

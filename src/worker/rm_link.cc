@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 
 namespace switchyard::worker {
 namespace {
@@ -36,7 +37,12 @@ RmLink::RmLink(std::string rm_address, RegisterWorkerRequest request, DeviceMap*
 
 RmLink::~RmLink() { Stop(); }
 
-void RmLink::Start() { thread_ = std::thread([this] { Run(); }); }
+void RmLink::Start() {
+  thread_ = std::thread([this] {
+    NameThisThread("sy-rm-link");
+    Run();
+  });
+}
 
 void RmLink::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
@@ -65,8 +71,8 @@ absl::Status RmLink::RegisterWithBackoff() {
       std::vector<int64_t> ids;
       for (const DeviceInfo& device : response.devices()) ids.push_back(device.global_id());
       SY_LOG(Info) << "registered with the resource manager at " << rm_address_ << " as slice "
-                   << request_.slice_index() << " host " << request_.host_index()
-                   << ": devices " << absl::StrJoin(ids, ",");
+                   << request_.slice_index() << " host " << request_.host_index() << ": devices "
+                   << absl::StrJoin(ids, ",");
       return absl::OkStatus();
     }
     if (absl::IsAlreadyExists(status)) {
@@ -81,8 +87,7 @@ absl::Status RmLink::RegisterWithBackoff() {
     }
     if (!Retryable(status)) {
       return absl::Status(status.code(), absl::StrCat("the resource manager at ", rm_address_,
-                                                      " refused this worker: ",
-                                                      status.message()));
+                                                      " refused this worker: ", status.message()));
     }
     if (register_timeout_ > absl::ZeroDuration() && absl::Now() - started > register_timeout_) {
       return absl::UnavailableError(absl::StrCat("gave up: the resource manager at ", rm_address_,
@@ -120,8 +125,8 @@ void RmLink::Run() {
         continue;
       }
       if (absl::IsNotFound(status)) {
-        SY_LOG(Warning) << "the resource manager no longer knows this worker ("
-                        << status.message() << "); registering again";
+        SY_LOG(Warning) << "the resource manager no longer knows this worker (" << status.message()
+                        << "); registering again";
         break;
       }
       if (!warned_unreachable) {

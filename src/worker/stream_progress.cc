@@ -53,8 +53,8 @@ absl::Status StreamProgress::WaitFor(uint64_t stream, uint64_t seq, absl::Time d
                          ", before operation ", seq, " that makes the buffer"));
       }
     } else if (now >= unknown_deadline) {
-      return absl::NotFoundError(absl::StrCat("operation stream ", stream,
-                                              " is unknown to this worker (it restarted?)"));
+      return absl::NotFoundError(
+          absl::StrCat("operation stream ", stream, " is unknown to this worker (it restarted?)"));
     }
     if (now >= deadline) {
       return absl::DeadlineExceededError(

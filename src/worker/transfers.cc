@@ -73,8 +73,8 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
     SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, buffers_->Get(buffer_id));
     source.dims = stored->buffer->dims();
     SY_ASSIGN_OR_RETURN(source.bytes, HostBytes::Allocate(stored->buffer->host_size_bytes()));
-    SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(),
-                                                             source.bytes->size())));
+    SY_RETURN_IF_ERROR(
+        stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(), source.bytes->size())));
     return source;
   }
   grpc::ClientContext context;
@@ -96,7 +96,8 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
     if (chunk.has_header() && source.bytes == nullptr) {
       absl::StatusOr<int64_t> size = CheckHeader(chunk.header());
       if (!size.ok()) {
-        bad = absl::DataLossError(absl::StrCat("the peer sent a bad header: ", size.status().message()));
+        bad = absl::DataLossError(
+            absl::StrCat("the peer sent a bad header: ", size.status().message()));
         context.TryCancel();
         break;
       }
@@ -147,8 +148,8 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
       request.pieces(0).size().empty() && request.pieces(0).dest_start().empty()) {
     SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0)));
     if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
-    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims, ordinal,
-                                                             header.memory_kind()));
+    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims,
+                                                                  ordinal, header.memory_kind()));
     return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
   }
   SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, HostBytes::Allocate(size));
@@ -163,7 +164,8 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
     }
     const Source& source = it->second;
     const size_t rank = source.dims.size();
-    if (rank != dims.size()) return absl::InvalidArgumentError("piece rank differs from the buffer's");
+    if (rank != dims.size())
+      return absl::InvalidArgumentError("piece rank differs from the buffer's");
     std::vector<int64_t> box_size(piece.size().begin(), piece.size().end());
     if (box_size.empty()) box_size = source.dims;
     auto origin = [&](const auto& field) {
@@ -180,16 +182,18 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
     for (size_t d = 0; d < rank; ++d) {
       if (from.start[d] < 0 || from.start[d] > source.dims[d] || to.start[d] < 0 ||
           to.start[d] > dims[d] || box_size[d] < 0 || box_size[d] > source.dims[d]) {
-        return absl::InvalidArgumentError(absl::StrCat("piece of buffer ",
-                                                       piece.source_buffer_id(),
-                                                       " lies outside its arrays in dimension ", d));
+        return absl::InvalidArgumentError(absl::StrCat("piece of buffer ", piece.source_buffer_id(),
+                                                       " lies outside its arrays in dimension ",
+                                                       d));
       }
     }
     for (size_t d = 0; d < rank; ++d) {
       from.limit.push_back(from.start[d] + box_size[d]);
       to.limit.push_back(to.start[d] + box_size[d]);
     }
-    SY_ASSIGN_OR_RETURN(std::string box, ExtractShard(absl::string_view(source.bytes->data(), source.bytes->size()), source.dims, {}, element_bytes, from));
+    SY_ASSIGN_OR_RETURN(std::string box,
+                        ExtractShard(absl::string_view(source.bytes->data(), source.bytes->size()),
+                                     source.dims, {}, element_bytes, from));
     SY_RETURN_IF_ERROR(
         InsertShard(box, dims, {}, element_bytes, to, absl::MakeSpan(data->data(), data->size())));
   }

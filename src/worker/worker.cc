@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "pjrt/pjrt.h"
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
@@ -70,8 +71,7 @@ class WorkerServerImpl final : public WorkerServer {
       kv_store_ = std::make_unique<RmKeyValueStore>(options.resource_manager_address,
                                                     options.slice_index, options.kv_epoch);
       SY_LOG(Info) << "creating node " << options.host_index << " of a " << options.num_nodes
-                   << "-host client; waiting for the other hosts of slice "
-                   << options.slice_index;
+                   << "-host client; waiting for the other hosts of slice " << options.slice_index;
     }
     auto client = plugin->CreateClient(client_options, kv_store_.get());
     if (!client.ok() && options.num_nodes > 1) {
@@ -98,21 +98,21 @@ class WorkerServerImpl final : public WorkerServer {
                                                executor_.get(), transfers_.get(), &progress_);
     // Frees what dead proxies made (their leases ran out).
     lease_sweeper_ = std::thread([this] {
+      NameThisThread("sy-lease-sweep");
       while (!stopping_.WaitForNotificationWithTimeout(
           absl::Milliseconds(limits::kOwnerLeaseGraceMs / 4))) {
         service_->ReleaseExpiredOwners();
       }
     });
-    SY_ASSIGN_OR_RETURN(server_, StartGrpcServer(options.listen_host, options.port,
-                                                 {service_.get()}));
+    SY_ASSIGN_OR_RETURN(server_,
+                        StartGrpcServer(options.listen_host, options.port, {service_.get()}));
     address_ = options.advertise_host.empty()
                    ? server_.address
                    : absl::StrCat(options.advertise_host, ":", server_.port);
     service_->SetAddress(address_);
     transfers_->SetOwnAddress(address_);
-    SY_LOG(Info) << "worker serving on " << address_ << " with "
-                 << client_->devices().size() << " " << client_->platform_name()
-                 << " devices (PJRT " << plugin->info().api_major << "."
+    SY_LOG(Info) << "worker serving on " << address_ << " with " << client_->devices().size() << " "
+                 << client_->platform_name() << " devices (PJRT " << plugin->info().api_major << "."
                  << plugin->info().api_minor << ", StableHLO "
                  << plugin->info().stablehlo_current_version << ")";
 
@@ -142,7 +142,8 @@ class WorkerServerImpl final : public WorkerServer {
   std::string RenderMetrics() const {
     MetricsText text;
     text.Add("switchyard_worker_buffers", "gauge", "Buffers held for clients.", buffers_.size())
-        .Add("switchyard_worker_buffer_bytes", "gauge", "Bytes of the buffers held.", buffers_.bytes())
+        .Add("switchyard_worker_buffer_bytes", "gauge", "Bytes of the buffers held.",
+             buffers_.bytes())
         .Add("switchyard_worker_executables", "gauge", "Loaded executables.", executor_->size())
         .Add("switchyard_worker_executions_total", "counter", "Launches started.",
              executor_->executions())

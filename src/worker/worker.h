@@ -14,7 +14,7 @@ namespace switchyard::worker {
 
 struct WorkerOptions {
   std::string listen_host = "127.0.0.1";  // "inproc": in-process only, no port
-  int port = 29005;  // 0 picks a free port
+  int port = 29005;                       // 0 picks a free port
   // Host name other processes use to reach this worker; defaults to `listen_host`.
   std::string advertise_host;
   std::string resource_manager_address = "127.0.0.1:29001";
@@ -30,7 +30,7 @@ struct WorkerOptions {
   // restart count). Keys outlive a run; a slice restarted under the same RM needs a new
   // epoch, or its hosts could read the previous run's bootstrap values.
   std::string kv_epoch = "0";
-  int metrics_port = -1;     // Prometheus /metrics on listen_host; -1: off, 0: a free port
+  int metrics_port = -1;  // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();

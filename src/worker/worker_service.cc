@@ -4,17 +4,18 @@
 #include <cstring>
 #include <thread>
 
-#include "absl/strings/str_cat.h"
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/call_metadata.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
 #include "common/limits.h"
-#include "common/ordered_writer.h"
 #include "common/logging.h"
+#include "common/ordered_writer.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
@@ -49,7 +50,8 @@ class DispatchAnswers {
   using Stream = grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>;
   explicit DispatchAnswers(Stream* stream)
       : reader_(std::this_thread::get_id()),
-        writer_([stream](const DispatchResponse& response) { return stream->Write(response); }) {}
+        writer_([stream](const DispatchResponse& response) { return stream->Write(response); },
+                "sy-dispatch-out") {}
 
   // An await whose answer comes later, from a device thread.
   void AwaitStarted() ABSL_LOCKS_EXCLUDED(mutex_) {
@@ -183,15 +185,13 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
     filled += chunk.data().size();
   } while (reader->Read(&chunk));
   if (filled != size) {
-    return absl::InvalidArgumentError(absl::StrCat("buffer ", header.buffer_id(),
-                                                   " stream ended after ", filled, " of ", size,
-                                                   " bytes"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", header.buffer_id(), " stream ended after ", filled, " of ", size, " bytes"));
   }
   std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
-  SY_ASSIGN_OR_RETURN(
-      auto buffer,
-      client_->BufferFromOwnedHost(std::move(data), static_cast<pjrt::DType>(header.dtype()), dims, ordinal,
-                              header.memory_kind()));
+  SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(
+                                       std::move(data), static_cast<pjrt::DType>(header.dtype()),
+                                       dims, ordinal, header.memory_kind()));
   Touch(owner);
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
 }
@@ -204,11 +204,9 @@ grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
   return ToGrpcStatus(Guarded("PutBuffer", [&] { return ReceiveBuffer(reader, *owner); }));
 }
 
-grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context,
-                                      const GetBufferRequest* request,
+grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context, const GetBufferRequest* request,
                                       grpc::ServerWriter<GetBufferChunk>* writer) {
-  return ToGrpcStatus(
-      Guarded("GetBuffer", [&] { return ServeBuffer(context, *request, writer); }));
+  return ToGrpcStatus(Guarded("GetBuffer", [&] { return ServeBuffer(context, *request, writer); }));
 }
 
 absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
@@ -304,7 +302,8 @@ grpc::Status WorkerService::DeleteExecutables(grpc::ServerContext* context,
 }
 
 grpc::Status WorkerService::Dispatch(
-    grpc::ServerContext* context, grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) {
   absl::StatusOr<uint64_t> checked = CheckCaller(*context);
   if (!checked.ok()) return ToGrpcStatus(checked.status());
   const uint64_t owner = *checked;

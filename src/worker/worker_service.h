@@ -57,8 +57,9 @@ class WorkerService final : public ::switchyard::Worker::Service {
   grpc::Status DeleteExecutables(grpc::ServerContext* context,
                                  const DeleteExecutablesRequest* request,
                                  DeleteExecutablesResponse* response) override;
-  grpc::Status Dispatch(grpc::ServerContext* context,
-                        grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) override;
+  grpc::Status Dispatch(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>* stream) override;
   grpc::Status GetStats(grpc::ServerContext* context, const GetStatsRequest* request,
                         WorkerStats* response) override;
   grpc::Status CancelLaunches(grpc::ServerContext* context, const CancelLaunchesRequest* request,

@@ -14,7 +14,8 @@ const char* TestPlugin() {
 }
 
 absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
-  if (TestPlugin() == nullptr) return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
+  if (TestPlugin() == nullptr)
+    return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
   rm::RmOptions rm_options = rm::DefaultRmOptions();
   rm_options.listen_host = kInProcessHost;
   rm_options.heartbeat_period = absl::Milliseconds(100);

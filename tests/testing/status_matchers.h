@@ -6,16 +6,16 @@
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
 
-#define SY_EXPECT_OK(expr)                    \
-  do {                                        \
-    const ::absl::Status sy_s_ = (expr);      \
-    EXPECT_TRUE(sy_s_.ok()) << sy_s_;         \
+#define SY_EXPECT_OK(expr)               \
+  do {                                   \
+    const ::absl::Status sy_s_ = (expr); \
+    EXPECT_TRUE(sy_s_.ok()) << sy_s_;    \
   } while (0)
 
-#define SY_ASSERT_OK(expr)                    \
-  do {                                        \
-    const ::absl::Status sy_s_ = (expr);      \
-    ASSERT_TRUE(sy_s_.ok()) << sy_s_;         \
+#define SY_ASSERT_OK(expr)               \
+  do {                                   \
+    const ::absl::Status sy_s_ = (expr); \
+    ASSERT_TRUE(sy_s_.ok()) << sy_s_;    \
   } while (0)
 
 #define SY_TEST_CONCAT_INNER_(a, b) a##b

@@ -123,9 +123,9 @@ TEST_F(ClientTest, HandedOverBytesOutliveTheCallAndStayTheBuffers) {
                              values.size() * sizeof(float));
   auto bytes = std::make_shared<HostBytes>(expected.size());
   std::memcpy(bytes->data(), expected.data(), expected.size());
-  SY_ASSERT_OK_AND_ASSIGN(auto buffer, client_->BufferFromOwnedHost(
-                                           bytes, DType::kF32,
-                                           {static_cast<int64_t>(values.size())}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(
+      auto buffer,
+      client_->BufferFromOwnedHost(bytes, DType::kF32, {static_cast<int64_t>(values.size())}, 0));
   bytes.reset();  // the buffer keeps what it uses
   SY_ASSERT_OK_AND_ASSIGN(std::string back, buffer->ToHost());
   EXPECT_TRUE(back == expected);
@@ -140,15 +140,17 @@ TEST_F(ClientTest, RangesOfTheHostCopyComePieceByPiece) {
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
   const std::string bytes(reinterpret_cast<const char*>(values.data()),
                           values.size() * sizeof(float));
-  SY_ASSERT_OK_AND_ASSIGN(auto buffer, client_->BufferFromHost(
-                                           bytes, DType::kF32,
-                                           {static_cast<int64_t>(values.size())}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(
+      auto buffer,
+      client_->BufferFromHost(bytes, DType::kF32, {static_cast<int64_t>(values.size())}, 0));
   std::string pieces(bytes.size(), '\0');
   const int64_t cut1 = 4096 * 7 + 12, cut2 = 700001;
   ASSERT_TRUE(buffer->CopyRangeToHost(0, absl::MakeSpan(pieces.data(), cut1)).ok());
-  ASSERT_TRUE(buffer->CopyRangeToHost(cut1, absl::MakeSpan(pieces.data() + cut1, cut2 - cut1)).ok());
-  ASSERT_TRUE(buffer->CopyRangeToHost(cut2, absl::MakeSpan(pieces.data() + cut2,
-                                                           bytes.size() - cut2)).ok());
+  ASSERT_TRUE(
+      buffer->CopyRangeToHost(cut1, absl::MakeSpan(pieces.data() + cut1, cut2 - cut1)).ok());
+  ASSERT_TRUE(
+      buffer->CopyRangeToHost(cut2, absl::MakeSpan(pieces.data() + cut2, bytes.size() - cut2))
+          .ok());
   EXPECT_TRUE(pieces == bytes);
   char one;
   EXPECT_EQ(buffer->CopyRangeToHost(bytes.size(), absl::MakeSpan(&one, 1)).code(),
@@ -173,7 +175,8 @@ TEST_F(ClientTest, CompileExecuteSerializeDeserialize) {
   EXPECT_EQ(executable->outputs()[0].dims, std::vector<int64_t>{4});
   EXPECT_TRUE(executable->outputs()[1].dims.empty());
 
-  SY_ASSERT_OK_AND_ASSIGN(auto a, client_->BufferFromHost(Bytes({1, 2, 3, 4}), DType::kF32, {4}, 0));
+  SY_ASSERT_OK_AND_ASSIGN(auto a,
+                          client_->BufferFromHost(Bytes({1, 2, 3, 4}), DType::kF32, {4}, 0));
   SY_ASSERT_OK_AND_ASSIGN(auto b,
                           client_->BufferFromHost(Bytes({10, 20, 30, 40}), DType::kF32, {4}, 0));
   auto run = [&](const Executable& exe) {

@@ -1,6 +1,6 @@
 // Session handlers against a whole fleet in this process (support/in_process_fleet.h:
-// a real RM and two real workers, the real Executor and BufferStore, no socket). Requests are built the way the IFRT
-// proxy client builds them; answers are checked as the client would read them,
+// a real RM and two real workers, the real Executor and BufferStore, no socket). Requests are built
+// the way the IFRT proxy client builds them; answers are checked as the client would read them,
 // including the ones that come later through the sink.
 
 #include "proxy/session.h"
@@ -48,7 +48,7 @@ class Answers {
   // The answer to `op_id`, waiting up to 30 s for it.
   std::optional<wire::IfrtResponse> Wait(uint64_t op_id) {
     absl::MutexLock lock(&mutex_);
-    auto find = [&]() -> const wire::IfrtResponse* {
+    auto find = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) -> const wire::IfrtResponse* {
       for (const auto& answer : answers_) {
         if (answer.response_metadata().op_id() == op_id) return &answer;
       }
@@ -72,10 +72,9 @@ class SessionTest : public ::testing::Test {
     ASSERT_TRUE(started.ok()) << started;
     store_ = std::make_shared<HostBufferStore>();
     sink_ = std::make_shared<ResponseSink>(
-        [this](const wire::IfrtResponse& response) { return answers_.Write(response); },
-        [] {});
-    session_ = std::make_unique<Session>(7, Version{kProtocolMax, kSerDesMax}, fleet_.fleet(),
-                                         store_, [] { return false; }, sink_);
+        [this](const wire::IfrtResponse& response) { return answers_.Write(response); }, [] {});
+    session_ = std::make_unique<Session>(
+        7, Version{kProtocolMax, kSerDesMax}, fleet_.fleet(), store_, [] { return false; }, sink_);
     wire::IfrtRequest init;
     init.mutable_init_request();
     init_ = Answer(init);
@@ -297,8 +296,9 @@ TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
 }
 
 TEST_F(SessionTest, ALostWorkerFailsWhatTouchesItsSliceWithDataLoss) {
-  ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);                    // slice 0
-  ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)), absl::StatusCode::kOk);  // slice 1
+  ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);  // slice 0
+  ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)),
+            absl::StatusCode::kOk);  // slice 1
   EXPECT_EQ(Code(Ready({70, 71})), absl::StatusCode::kOk);
   fleet_.StopWorker(1);
   // Reads of the lost slice fail with DATA_LOSS naming it, once the loss is seen.

@@ -79,7 +79,7 @@ TEST(ShardingTest, NamedShardingBecomesTiles) {
   b->set_name("b");
   b->set_size(2);
   named->add_dim_shardings()->add_axes()->set_mesh_axis_index(1);  // dim 0 over "b"
-  named->add_dim_shardings();                                       // dim 1 unsharded
+  named->add_dim_shardings();                                      // dim 1 unsharded
   auto tiled = ToTileForm(op);
   ASSERT_TRUE(tiled.ok()) << tiled.status();
   EXPECT_EQ(tiled->type(), OpSharding::OTHER);

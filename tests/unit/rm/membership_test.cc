@@ -52,8 +52,7 @@ TEST_F(MembershipTest, MissedHeartbeatsMakeAHostUnhealthy) {
   EXPECT_EQ(died[0].address(), "h:1");
   EXPECT_FALSE(membership_.Snapshot(now_ + absl::Seconds(4)).slices(0).healthy());
   // A declared-dead incarnation must register again, even if it comes back.
-  EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(5)).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(5)).code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(MembershipTest, RestartedWorkerGetsTheSameIds) {
@@ -81,8 +80,7 @@ TEST_F(MembershipTest, DuplicateOfALiveHostIsRefused) {
 TEST_F(MembershipTest, SameAddressReplacesTheOldProcess) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 12, now_ + absl::Seconds(1)).status());
-  EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(1)).code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(1)).code(), absl::StatusCode::kNotFound);
   SY_EXPECT_OK(membership_.Heartbeat(12, now_ + absl::Seconds(1)));
 }
 
@@ -155,8 +153,8 @@ TEST_F(MembershipTest, VersionGrowsWithEveryVisibleChange) {
 }
 
 TEST_F(MembershipTest, DownHostsStayListedThenAreForgottenWithTheirIdsKept) {
-  Membership membership(MembershipOptions{.heartbeat_timeout = kTimeout,
-                                          .forget_after = absl::Minutes(10)});
+  Membership membership(
+      MembershipOptions{.heartbeat_timeout = kTimeout, .forget_after = absl::Minutes(10)});
   SY_ASSERT_OK_AND_ASSIGN(auto first, membership.Register(Worker("h:1", 0, 0), 11, now_));
   SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, now_).status());
   membership.Sweep(now_ + absl::Seconds(5));  // both down
@@ -176,8 +174,8 @@ TEST_F(MembershipTest, RestoredStateKeepsIdsAndHostsRejoin) {
   SY_ASSERT_OK_AND_ASSIGN(auto slice0, membership_.Register(Worker("h:2", 0, 0), 12, now_));
   const RmState state = membership_.Export();
 
-  Membership restarted(MembershipOptions{.heartbeat_timeout = kTimeout,
-                                         .rejoin_grace = absl::Seconds(10)});
+  Membership restarted(
+      MembershipOptions{.heartbeat_timeout = kTimeout, .rejoin_grace = absl::Seconds(10)});
   SY_ASSERT_OK(restarted.Restore(state, now_));
   Fleet fleet = restarted.Snapshot(now_);
   ASSERT_EQ(fleet.slices_size(), 2);

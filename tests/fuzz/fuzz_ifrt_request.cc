@@ -1,0 +1,119 @@
+// Every IFRT request type a client can send, with the shardings, serialized programs
+// and compile options inside it, through a proxy Session over an in-process fleet
+// (2 slices of 2 CPU devices; support/in_process_fleet.h). The session lives across
+// inputs, so arrays and executables one input makes are there for the next (seeds from
+// one recorded client session refer to each other's handles); it is replaced every few
+// hundred inputs. The harness plays the client's uploads: a host buffer an array
+// request names is there, of the size the request implies.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "proxy/host_buffer_store.h"
+#include "proxy/response_sink.h"
+#include "proxy/session.h"
+#include "support/in_process_fleet.h"
+
+namespace {
+
+namespace wire = ::xla::ifrt::proxy;
+using switchyard::proxy::HostBufferStore;
+using switchyard::proxy::ResponseSink;
+using switchyard::proxy::Session;
+
+// Bytes per element of the dtypes seeds use; 0: leave the upload out.
+int64_t ElementBytes(int kind) {
+  using D = ::xla::ifrt::DTypeProto;
+  switch (kind) {
+    case D::KIND_PRED:
+    case D::KIND_S8:
+    case D::KIND_U8:
+      return 1;
+    case D::KIND_S16:
+    case D::KIND_U16:
+    case D::KIND_F16:
+    case D::KIND_BF16:
+      return 2;
+    case D::KIND_S32:
+    case D::KIND_U32:
+    case D::KIND_F32:
+      return 4;
+    case D::KIND_S64:
+    case D::KIND_U64:
+    case D::KIND_F64:
+      return 8;
+    default:
+      return 0;
+  }
+}
+
+class World {
+ public:
+  World() {
+    absl::Status started = fleet_.Start(2, 2);
+    if (!started.ok()) {
+      std::fprintf(stderr, "fuzz_ifrt_request: %s\n", started.ToString().c_str());
+      std::abort();
+    }
+  }
+
+  void Run(const wire::IfrtRequest& request) {
+    if (session_ == nullptr || ++inputs_ % 300 == 0) NewSession();
+    if (request.has_make_array_from_host_buffer_request()) {
+      Upload(request.make_array_from_host_buffer_request());
+    }
+    // Waits the session makes for the client (an upload that never comes) end at once.
+    deadline_ = absl::Now() + absl::Milliseconds(200);
+    (void)session_->Process(request);
+  }
+
+ private:
+  void NewSession() {
+    session_.reset();
+    if (sink_ != nullptr) sink_->Close();
+    store_ = std::make_shared<HostBufferStore>();
+    sink_ = std::make_shared<ResponseSink>([](const wire::IfrtResponse&) { return true; }, [] {});
+    session_ = std::make_unique<Session>(
+        1, switchyard::proxy::Version{25, 6}, fleet_.fleet(), store_,
+        [this] { return absl::Now() > deadline_; }, sink_);
+    wire::IfrtRequest init;
+    init.mutable_init_request();
+    (void)session_->Process(init);
+  }
+
+  void Upload(const wire::MakeArrayFromHostBufferRequest& make) {
+    int64_t bytes = ElementBytes(make.dtype().kind());
+    for (int64_t dim : make.shape().dims()) {
+      if (dim < 0 || dim > (1 << 16)) return;
+      bytes *= dim;
+      if (bytes > (1 << 20)) return;
+    }
+    if (bytes == 0) return;
+    auto buffer = store_->Begin(make.host_buffer_handle(), bytes);
+    if (!buffer.ok()) return;
+    (void)(*buffer)->Append(std::string(bytes, '\1'));
+    (*buffer)->Finish();
+  }
+
+  switchyard::test_support::InProcessFleet fleet_;
+  std::shared_ptr<HostBufferStore> store_;
+  std::shared_ptr<ResponseSink> sink_;
+  std::unique_ptr<Session> session_;
+  absl::Time deadline_;
+  int inputs_ = 0;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  wire::IfrtRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;
+  static World* world = new World;  // lives until exit: the fleet's threads use it
+  world->Run(request);
+  return 0;
+}

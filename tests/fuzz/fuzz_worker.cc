@@ -1,0 +1,103 @@
+// What a worker decodes from proxies and peers, sent to a real in-process worker
+// (support/in_process_fleet.h) over its gRPC API: an operation on the ordered stream
+// (launches, transfers, assembles, deletions, awaits), a compile request (programs,
+// compile options, device ids) or a buffer put (header and bytes). Input: one selector
+// byte, then the message.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/time/clock.h"
+#include "common/grpc_server.h"
+#include "support/in_process_fleet.h"
+#include "switchyard/worker.grpc.pb.h"
+
+namespace {
+
+using switchyard::Worker;
+
+class World {
+ public:
+  World() {
+    absl::Status started = fleet_.Start(1, 2);
+    if (!started.ok()) {
+      std::fprintf(stderr, "fuzz_worker: %s\n", started.ToString().c_str());
+      std::abort();
+    }
+    stub_ = Worker::NewStub(switchyard::CreateChannel(fleet_.worker_address(0)));
+  }
+
+  void Dispatch(const switchyard::DispatchRequest& op) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    auto stream = stub_->Dispatch(&context);
+    stream->Write(op);
+    stream->WritesDone();
+    switchyard::DispatchResponse response;
+    while (stream->Read(&response)) {
+    }
+    (void)stream->Finish();
+  }
+
+  void Compile(const switchyard::CompileRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    switchyard::CompileResponse response;
+    (void)stub_->Compile(&context, request, &response);
+  }
+
+  void Put(const switchyard::BufferHeader& header, const uint8_t* bytes, size_t size) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    switchyard::PutBufferResponse response;
+    auto writer = stub_->PutBuffer(&context, &response);
+    switchyard::PutBufferChunk chunk;
+    *chunk.mutable_header() = header;
+    writer->Write(chunk);
+    switchyard::PutBufferChunk data;
+    data.set_data(bytes, size);
+    writer->Write(data);
+    writer->WritesDone();
+    (void)writer->Finish();
+  }
+
+ private:
+  switchyard::test_support::InProcessFleet fleet_;
+  std::unique_ptr<Worker::Stub> stub_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return -1;
+  static World* world = new World;  // lives until exit: the fleet's threads use it
+  const uint8_t* body = data + 1;
+  const int body_size = static_cast<int>(size - 1);
+  switch (data[0] % 3) {
+    case 0: {
+      switchyard::DispatchRequest op;
+      if (!op.ParseFromArray(body, body_size)) return -1;
+      world->Dispatch(op);
+      break;
+    }
+    case 1: {
+      switchyard::CompileRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      world->Compile(request);
+      break;
+    }
+    case 2: {
+      // The header's own length first, then the header, then the bytes.
+      if (body_size < 1) return -1;
+      const int header_size = std::min<int>(body[0], body_size - 1);
+      switchyard::BufferHeader header;
+      if (!header.ParseFromArray(body + 1, header_size)) return -1;
+      world->Put(header, body + 1 + header_size, body_size - 1 - header_size);
+      break;
+    }
+  }
+  return 0;
+}
