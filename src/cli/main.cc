@@ -63,9 +63,14 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::st
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  // Debian's abseil checks every lock for cycles (about 1% of a busy proxy's CPU);
-  // the thread-safety annotations and tests cover lock order instead.
+  // Debian's abseil checks every lock for cycles (about 1% of a busy proxy's CPU):
+  // sanitizer builds (the ones CI's end-to-end runs use) abort on a lock-order cycle;
+  // release builds rely on them and on the thread-safety annotations.
+#ifdef SWITCHYARD_LOCK_CHECKS
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kAbort);
+#else
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::fprintf(argc < 2 ? stderr : stdout, "%s\n", kUsage);
     return argc < 2 ? 2 : 0;

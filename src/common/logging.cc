@@ -1,6 +1,7 @@
 #include "common/logging.h"
 
 #include <unistd.h>
+#include <atomic>
 
 #include <string>
 
@@ -36,7 +37,14 @@ void SetLogProcessName(absl::string_view name) {
   ProcessName() = std::string(name);
 }
 
+namespace {
+std::atomic<int> min_severity{0};
+}  // namespace
+
+void SetMinLogSeverity(LogSeverity minimum) { min_severity = static_cast<int>(minimum); }
+
 LogMessage::~LogMessage() {
+  if (static_cast<int>(severity_) < min_severity.load(std::memory_order_relaxed)) return;
   std::string time = absl::FormatTime("%m%d %H:%M:%E6S", absl::Now(), absl::UTCTimeZone());
   absl::MutexLock lock(&log_mutex);
   std::string line = std::string(1, SeverityLetter(severity_)) + time + " " + ProcessName() + "] " +

@@ -14,6 +14,8 @@ namespace switchyard {
 enum class LogSeverity { kInfo, kWarning, kError };
 
 void SetLogProcessName(absl::string_view name);
+// Messages below `minimum` are dropped (fuzzers keep only errors).
+void SetMinLogSeverity(LogSeverity minimum);
 
 // Accumulates one message and writes it, whole, when destroyed.
 class LogMessage {

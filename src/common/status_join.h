@@ -16,14 +16,14 @@ namespace switchyard {
 inline std::function<void(absl::Status)> JoinStatuses(size_t count,
                                                       std::function<void(absl::Status)> done) {
   struct State {
+    State(size_t count, std::function<void(absl::Status)> done)
+        : left(count), done(std::move(done)) {}
     absl::Mutex mutex;
-    size_t left;
-    absl::Status first_error;
-    std::function<void(absl::Status)> done;
+    size_t left ABSL_GUARDED_BY(mutex);
+    absl::Status first_error ABSL_GUARDED_BY(mutex);
+    const std::function<void(absl::Status)> done;
   };
-  auto state = std::make_shared<State>();
-  state->left = count;
-  state->done = std::move(done);
+  auto state = std::make_shared<State>(count, std::move(done));
   return [state](absl::Status status) {
     absl::Status result;
     {

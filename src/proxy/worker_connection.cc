@@ -127,9 +127,9 @@ void WorkerConnection::ProbeIfDown() {
     absl::MutexLock lock(&mutex_);
     if (up_ || !view_.healthy || view_.boot_id != lost_boot_) return;
     view = view_;
-    stub = view.address == address_ && stub_ != nullptr
-               ? stub_
-               : std::shared_ptr<Worker::Stub>(Worker::NewStub(CreateChannel(view.address)));
+    // A fresh channel: the lost epoch's may lead to a server that is gone (gRPC shares
+    // the connection underneath when there is one).
+    stub = std::shared_ptr<Worker::Stub>(Worker::NewStub(CreateChannel(view.address)));
   }
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kProbeTimeout));

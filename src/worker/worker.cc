@@ -173,12 +173,15 @@ class WorkerServerImpl final : public WorkerServer {
     absl::MutexLock lock(&teardown_mutex_);
     if (rm_link_ != nullptr) rm_link_->Stop();
     if (lease_sweeper_.joinable()) lease_sweeper_.join();  // stopping_ is notified by now
-    if (server_.server != nullptr) {
+    if (server_.server != nullptr && !served_) {
+      server_.name = InProcessName();  // new in-process channels find nothing from now
       // Proxies' operation streams stay open for as long as they live: cancel what is
       // still running after a moment rather than wait for them.
       server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server_.server->Wait();
-      server_.server.reset();
+      // The server object stays until we go: in-process channels to it (tests) must
+      // find a server that refuses calls, not freed memory.
+      served_ = true;
       SY_LOG(Info) << "worker " << address_ << " stopped";
     }
   }
@@ -200,6 +203,7 @@ class WorkerServerImpl final : public WorkerServer {
   absl::Notification stopping_;
   absl::Status exit_status_ ABSL_GUARDED_BY(mutex_);
   absl::Mutex teardown_mutex_;
+  bool served_ ABSL_GUARDED_BY(teardown_mutex_) = false;
 };
 
 }  // namespace

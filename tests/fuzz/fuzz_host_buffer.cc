@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "fuzz/quiet.h"
 #include "ifrt/grpc_ifrt_service.pb.h"
 #include "proxy/host_buffer_store.h"
 

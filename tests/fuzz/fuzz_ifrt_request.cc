@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/time/clock.h"
+#include "fuzz/quiet.h"
 #include "proxy/host_buffer_store.h"
 #include "proxy/response_sink.h"
 #include "proxy/session.h"

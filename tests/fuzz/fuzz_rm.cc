@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/time/time.h"
+#include "fuzz/quiet.h"
 #include "rm/kv_store.h"
 #include "rm/membership.h"
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "fuzz/quiet.h"
 #include "proxy/sharding.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

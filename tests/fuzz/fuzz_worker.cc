@@ -12,6 +12,7 @@
 
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
+#include "fuzz/quiet.h"
 #include "support/in_process_fleet.h"
 #include "switchyard/worker.grpc.pb.h"
 

@@ -4,9 +4,10 @@ Starts a local cluster whose processes record what they decode
 (SWITCHYARD_RECORD_WIRE), runs the stock JAX client's end-to-end checks and the MLP
 example through it, and writes what was recorded into tests/fuzz/corpus/<target>/ in
 each target's input format (tests/fuzz/README.md). Run it again when the protocol or
-the client changes:
+the client changes, then keep only what adds coverage (what CI replays stays short):
 
     .venv/bin/python tests/fuzz/make_corpus.py
+    build-asan/tests/fuzz/<target> -merge=1 <new dir> tests/fuzz/corpus/<target>
 """
 
 import hashlib

@@ -45,6 +45,19 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
   return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
 }
 
+bool InProcessFleet::WaitDown(int slice) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < deadline) {
+    bool down = true;
+    for (const proxy::DeviceEntry& device : fleet_->Devices()) {
+      if (device.info.slice_index() == slice && device.worker->up()) down = false;
+    }
+    if (down) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 InProcessFleet::~InProcessFleet() {
   fleet_.reset();
   workers_.clear();

@@ -32,8 +32,14 @@ class InProcessFleet {
 
   proxy::Fleet* fleet() { return fleet_.get(); }
   std::string worker_address(int slice) const { return workers_[slice]->address(); }
-  // The worker of `slice` stops serving, as if it had crashed.
-  void StopWorker(int slice) { workers_[slice].reset(); }
+  // The worker of `slice` stops serving, as if it had crashed (the object stays until
+  // the fleet goes, after the proxy's connections).
+  void StopWorker(int slice) {
+    workers_[slice]->Shutdown();
+    (void)workers_[slice]->Wait();
+  }
+  // Waits up to 10 s until the proxy's connection to `slice` is down.
+  bool WaitDown(int slice);
 
  private:
   std::unique_ptr<rm::ResourceManagerServer> rm_;
