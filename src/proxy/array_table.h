@@ -75,6 +75,7 @@ class ArrayTable {
   absl::StatusOr<std::shared_ptr<Array>> GetEvenIfDeleted(uint64_t handle) const;
   // Drops the handle; NOT_FOUND if unknown.
   absl::Status Remove(uint64_t handle);
+  bool Contains(uint64_t handle) const { return arrays_.count(handle) > 0; }
   void Clear() { arrays_.clear(); }
   size_t size() const { return arrays_.size(); }
 

@@ -1,7 +1,6 @@
 #include "proxy/session.h"
 
 #include <algorithm>
-
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +171,12 @@ void Session::AnswerLater(ResponseSink& sink, uint64_t op_id, const absl::Status
 std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& request) {
   wire::IfrtResponse response;
   absl::Status status;
+  // A failed request's error goes to the handles it would have made, never to one that
+  // was already in use (a request that reuses a live handle fails; the array stays).
+  std::vector<uint64_t> created = CreatedHandles(request);
+  created.erase(std::remove_if(created.begin(), created.end(),
+                               [&](uint64_t handle) { return arrays_.Contains(handle); }),
+                created.end());
   if (request.has_check_value_ready_request()) {
     status = Guarded("CheckValueReady", [&] {
       return CheckValueReadyLater(request.check_value_ready_request(),
@@ -192,7 +197,7 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     response.mutable_response_metadata()->set_seq_num(seq_num_++);
     return response;
   }
-  for (uint64_t handle : CreatedHandles(request)) arrays_.AddError(handle, status);
+  for (uint64_t handle : created) arrays_.AddError(handle, status);
   wire::IfrtResponse failed;
   failed.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   *failed.mutable_response_metadata()->mutable_status() = ToStatusProto(status);

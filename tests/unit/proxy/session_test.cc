@@ -295,6 +295,52 @@ TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   EXPECT_EQ(Code(Answer(plugin)), absl::StatusCode::kUnimplemented);
 }
 
+TEST_F(SessionTest, CopiesMoveWorkerToWorkerAcrossSlices) {
+  ASSERT_EQ(Code(MakeArray(80, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  wire::IfrtRequest copy;
+  copy.mutable_copy_arrays_request()->add_array_handles(80);
+  copy.mutable_copy_arrays_request()->add_device_ids(kDevicesPerWorker + 1);  // slice 1
+  copy.mutable_copy_arrays_request()->add_result_handles(81);
+  wire::IfrtResponse copied = Answer(copy);
+  ASSERT_EQ(Code(copied), absl::StatusCode::kOk) << Message(copied);
+  absl::StatusOr<std::vector<float>> values = Fetch(81);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<float>{1, 2, 3, 4}));
+  // A copy of an array whose making failed fails the same way.
+  ASSERT_NE(Code(MakeArray(82, {1, 2, 3, 4}, 99)), absl::StatusCode::kOk);
+  copy.mutable_copy_arrays_request()->set_array_handles(0, 82);
+  copy.mutable_copy_arrays_request()->set_result_handles(0, 83);
+  EXPECT_NE(Code(Answer(copy)), absl::StatusCode::kOk);
+}
+
+TEST_F(SessionTest, RequestsOutOfOrderGetErrorsNotCrashes) {
+  // A launch on an array deleted before it, an executable destroyed before its launch,
+  // the same result handle twice.
+  wire::IfrtResponse compiled = Compile(kAddOne);
+  ASSERT_EQ(Code(compiled), absl::StatusCode::kOk) << Message(compiled);
+  const uint64_t executable = compiled.compile_response().loaded_executable_handle();
+  ASSERT_EQ(Code(MakeArray(90, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  wire::IfrtRequest remove;
+  remove.mutable_delete_array_request()->add_array_handle(90);
+  ASSERT_EQ(Code(Answer(remove)), absl::StatusCode::kOk);
+  wire::IfrtResponse launched = Execute(executable, {90}, 91, 92);
+  if (Code(launched) == absl::StatusCode::kOk) {
+    EXPECT_FALSE(Fetch(91).ok());
+  }
+  ASSERT_EQ(Code(MakeArray(93, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  ASSERT_EQ(Code(Execute(executable, {93}, 94, 95)), absl::StatusCode::kOk);
+  EXPECT_NE(Code(Execute(executable, {93}, 94, 96)), absl::StatusCode::kOk);  // 94 taken
+  wire::IfrtRequest destruct;
+  destruct.mutable_loaded_executable_destruct_request()->set_loaded_executable_handle(executable);
+  ASSERT_EQ(Code(Answer(destruct)), absl::StatusCode::kOk);
+  EXPECT_NE(Code(Answer(destruct)), absl::StatusCode::kOk);
+  EXPECT_NE(Code(Execute(executable, {93}, 97, 98)), absl::StatusCode::kOk);
+  // What was launched before the destruction still completes.
+  absl::StatusOr<std::vector<float>> values = Fetch(94);
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(*values, (std::vector<float>{2, 3, 4, 5}));
+}
+
 TEST_F(SessionTest, ALostWorkerFailsWhatTouchesItsSliceWithDataLoss) {
   ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);  // slice 0
   ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)),
