@@ -8,14 +8,13 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "absl/time/clock.h"
 #include "fuzz/quiet.h"
 #include "proxy/host_buffer_store.h"
+#include "proxy/ifrt_convert.h"
 #include "proxy/response_sink.h"
 #include "proxy/session.h"
 #include "support/in_process_fleet.h"
@@ -27,41 +26,9 @@ using switchyard::proxy::HostBufferStore;
 using switchyard::proxy::ResponseSink;
 using switchyard::proxy::Session;
 
-// Bytes per element of the dtypes seeds use; 0: leave the upload out.
-int64_t ElementBytes(int kind) {
-  using D = ::xla::ifrt::DTypeProto;
-  switch (kind) {
-    case D::KIND_PRED:
-    case D::KIND_S8:
-    case D::KIND_U8:
-      return 1;
-    case D::KIND_S16:
-    case D::KIND_U16:
-    case D::KIND_F16:
-    case D::KIND_BF16:
-      return 2;
-    case D::KIND_S32:
-    case D::KIND_U32:
-    case D::KIND_F32:
-      return 4;
-    case D::KIND_S64:
-    case D::KIND_U64:
-    case D::KIND_F64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 class World {
  public:
-  World() {
-    absl::Status started = fleet_.Start(2, 2);
-    if (!started.ok()) {
-      std::fprintf(stderr, "fuzz_ifrt_request: %s\n", started.ToString().c_str());
-      std::abort();
-    }
-  }
+  World() { fleet_.StartOrAbort(2, 2); }
 
   void Run(const wire::IfrtRequest& request) {
     if (session_ == nullptr || ++inputs_ % 300 == 0) NewSession();
@@ -88,13 +55,16 @@ class World {
   }
 
   void Upload(const wire::MakeArrayFromHostBufferRequest& make) {
-    int64_t bytes = ElementBytes(make.dtype().kind());
+    absl::StatusOr<switchyard::DType> dtype = switchyard::proxy::FromDTypeProto(make.dtype());
+    if (!dtype.ok()) return;
+    int64_t elements = 1;
     for (int64_t dim : make.shape().dims()) {
       if (dim < 0 || dim > (1 << 16)) return;
-      bytes *= dim;
-      if (bytes > (1 << 20)) return;
+      elements *= dim;
+      if (elements > (1 << 18)) return;
     }
-    if (bytes == 0) return;
+    const int64_t bytes = switchyard::proxy::ElementBytes(*dtype) * elements;
+    if (bytes <= 0) return;
     auto buffer = store_->Begin(make.host_buffer_handle(), bytes);
     if (!buffer.ok()) return;
     (void)(*buffer)->Append(std::string(bytes, '\1'));

@@ -6,8 +6,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 
 #include "absl/time/clock.h"
@@ -23,11 +21,7 @@ using switchyard::Worker;
 class World {
  public:
   World() {
-    absl::Status started = fleet_.Start(1, 2);
-    if (!started.ok()) {
-      std::fprintf(stderr, "fuzz_worker: %s\n", started.ToString().c_str());
-      std::abort();
-    }
+    fleet_.StartOrAbort(1, 2);
     stub_ = Worker::NewStub(switchyard::CreateChannel(fleet_.worker_address(0)));
   }
 

@@ -1,5 +1,6 @@
 #include "support/in_process_fleet.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "absl/time/clock.h"
@@ -43,6 +44,14 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
     absl::SleepFor(absl::Milliseconds(20));
   }
   return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+}
+
+void InProcessFleet::StartOrAbort(int slices, int devices_per_worker) {
+  absl::Status started = Start(slices, devices_per_worker);
+  if (!started.ok()) {
+    std::fprintf(stderr, "in-process fleet: %s\n", started.ToString().c_str());
+    std::abort();
+  }
 }
 
 bool InProcessFleet::WaitDown(int slice) {

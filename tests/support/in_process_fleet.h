@@ -29,6 +29,8 @@ class InProcessFleet {
   // Starts the RM and `slices` workers of `devices_per_worker` CPU devices, and a proxy
   // fleet view that sees every device up (waits up to 10 s for it).
   absl::Status Start(int slices, int devices_per_worker);
+  // For fuzzers, which have no way to fail but to stop.
+  void StartOrAbort(int slices, int devices_per_worker);
 
   proxy::Fleet* fleet() { return fleet_.get(); }
   std::string worker_address(int slice) const { return workers_[slice]->address(); }
