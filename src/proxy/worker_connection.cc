@@ -10,6 +10,7 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/ordered_writer.h"
 #include "common/thread_name.h"
 
 namespace switchyard::proxy {
@@ -42,11 +43,14 @@ void WorkerConnection::Close() {
     if (live_context_ != nullptr) live_context_->TryCancel();
   }
   std::vector<Reader> readers;
+  std::unique_ptr<OrderedWriter<DispatchRequest>> writer;
   {
     absl::MutexLock write_lock(&write_mutex_);
     if (stream_ != nullptr) context_->TryCancel();
     readers.swap(readers_);
+    writer = std::move(writer_);
   }
+  writer.reset();  // its write, if any, fails now that the stream is cancelled
   for (Reader& reader : readers) reader.thread.join();
 }
 
@@ -96,6 +100,8 @@ void WorkerConnection::BringUpLocked(const HostView& view) {
 
 void WorkerConnection::Update(const HostView& view) {
   if (view.rejoining) return;  // the RM restarted and knows nothing yet
+  // Sent as call metadata, which gRPC aborts on unless printable (the RM checks too).
+  if (!IsMetadataValue(view.boot_id)) return;
   bool restarted = false;
   uint64_t epoch = 0;
   {
@@ -185,6 +191,12 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
       ++it;
     }
   }
+  // The previous epoch's writer: its stream was cancelled when the epoch ended (and is
+  // now, to be sure), so a write still in progress fails at once.
+  if (writer_ != nullptr) {
+    writer_->Close(absl::ZeroDuration(), [context = context_] { context->TryCancel(); });
+    writer_.reset();
+  }
   context_ = std::make_shared<grpc::ClientContext>();
   stream_id_ = RandomNonZero();
   context_->AddMetadata(kOwnerMetadata, owner);
@@ -192,6 +204,18 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
   context_->AddMetadata(kStreamMetadata, absl::StrCat(stream_id_));
   stream_ = std::shared_ptr<Stream>(stub->Dispatch(context_.get()));
   stream_epoch_ = epoch;
+  // Operations go out on a thread of the stream's own: a sender never waits on a worker
+  // that is slow to read (and never holds the write lock while it does).
+  writer_ = std::make_unique<OrderedWriter<DispatchRequest>>(
+      [this, stream = stream_, epoch](const DispatchRequest& op) {
+        write_epoch_.store(epoch);
+        write_started_ns_.store(absl::GetCurrentTimeNanos());
+        const bool written = stream->Write(op);
+        write_started_ns_.store(0);
+        if (!written) MarkDown(epoch, "its operation stream failed");
+        return written;
+      },
+      "sy-worker-out");
   {
     absl::MutexLock lock(&mutex_);
     if (epoch_ != epoch) {
@@ -227,15 +251,11 @@ void WorkerConnection::WriteDeletesLocked() {
   DispatchRequest batch;
   batch.set_seq(next_seq_++);
   batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
-  if (!WriteLocked(batch, *epoch)) MarkDown(*epoch, "its operation stream failed");
+  if (!WriteLocked(std::move(batch))) MarkDown(*epoch, "its operation stream failed");
 }
 
-bool WorkerConnection::WriteLocked(const DispatchRequest& op, uint64_t epoch) {
-  write_epoch_.store(epoch);
-  write_started_ns_.store(absl::GetCurrentTimeNanos());
-  const bool written = stream_->Write(op);
-  write_started_ns_.store(0);
-  return written;
+bool WorkerConnection::WriteLocked(DispatchRequest op) {
+  return writer_ != nullptr && writer_->Post(std::move(op));
 }
 
 void WorkerConnection::CheckStall(absl::Duration limit) {
@@ -315,7 +335,7 @@ absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRe
   }
   // A failed write ends the epoch, whose reader then fails the waiter registered above;
   // what the operation was to make is lost with the epoch.
-  if (!WriteLocked(op, ticket.epoch)) MarkDown(ticket.epoch, "its operation stream failed");
+  if (!WriteLocked(std::move(op))) MarkDown(ticket.epoch, "its operation stream failed");
   return ticket;
 }
 

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/ordered_writer.h"
 #include "switchyard/worker.grpc.pb.h"
 
 namespace switchyard::proxy {
@@ -145,9 +146,8 @@ class WorkerConnection {
   absl::StatusOr<uint64_t> EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
       ABSL_LOCKS_EXCLUDED(mutex_);
   void WriteDeletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
-  // One write on the stream, watched by CheckStall.
-  bool WriteLocked(const DispatchRequest& op, uint64_t epoch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // Queues `op` for the stream's writer (never blocks); false once the stream failed.
+  bool WriteLocked(DispatchRequest op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReadLoop(std::shared_ptr<grpc::ClientContext> context, std::shared_ptr<Stream> stream,
                 uint64_t epoch);
@@ -157,9 +157,9 @@ class WorkerConnection {
   const int slice_index_;
   const int host_index_;
 
-  // Held while writing, so operations go out in order and one at a time. Never taken
-  // by readers, nor to end an epoch (a write blocked on a hung worker must not hold
-  // that up).
+  // Held while an operation gets its sequence number and joins the stream's queue, so
+  // operations go out in that order. Never held across a write (the stream's writer
+  // thread writes), never taken by readers nor to end an epoch.
   absl::Mutex write_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   uint64_t next_seq_ ABSL_GUARDED_BY(write_mutex_) = 1;
   uint64_t stream_epoch_ ABSL_GUARDED_BY(write_mutex_) = 0;  // the epoch `stream_` serves
@@ -167,6 +167,8 @@ class WorkerConnection {
   std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(write_mutex_);
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(write_mutex_);
   std::vector<Reader> readers_ ABSL_GUARDED_BY(write_mutex_);
+  // Writes `stream_`'s operations in order; its write is the one CheckStall watches.
+  std::unique_ptr<OrderedWriter<DispatchRequest>> writer_ ABSL_GUARDED_BY(write_mutex_);
   std::atomic<int64_t> write_started_ns_{0};  // 0: not in a write
   std::atomic<uint64_t> write_epoch_{0};
 

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/call_metadata.h"
 #include "common/limits.h"
 
 namespace switchyard::rm {
@@ -31,6 +32,9 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
         std::pair{&request.boot_id(), "boot_id"}}) {
     absl::Status status = CheckName(*value, what);
     if (!status.ok()) return status;
+  }
+  if (!IsMetadataValue(request.boot_id())) {
+    return absl::InvalidArgumentError("boot_id must be printable ASCII");
   }
   if (request.slice_index() < 0 || request.slice_index() >= limits::kSlicesMax ||
       request.host_index() < 0 || request.host_index() >= limits::kHostsPerSliceMax) {

@@ -77,6 +77,9 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
         stored->buffer->ToHost(absl::MakeSpan(source.bytes->data(), source.bytes->size())));
     return source;
   }
+  if (!IsMetadataValue(piece.source_boot())) {
+    return absl::InvalidArgumentError("source_boot must be printable ASCII");
+  }
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
   if (!piece.source_boot().empty()) context.AddMetadata(kBootMetadata, piece.source_boot());

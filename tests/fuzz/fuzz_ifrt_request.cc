@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/time/clock.h"
 #include "fuzz/quiet.h"
@@ -30,8 +31,14 @@ class World {
  public:
   World() { fleet_.StartOrAbort(2, 2); }
 
-  void Run(const wire::IfrtRequest& request) {
+  void Run(wire::IfrtRequest request) {
     if (session_ == nullptr || ++inputs_ % 300 == 0) NewSession();
+    if (request.has_compile_request() && !request.compile_request().program().data().empty()) {
+      // Program bytes are the plugin's to parse, and a corrupt one crashes the CPU
+      // plugin's bytecode reader (README.md): a valid program stands in for them.
+      request.mutable_compile_request()->mutable_program()->set_data(
+          switchyard::test_support::kAddOneProgram);
+    }
     if (request.has_make_array_from_host_buffer_request()) {
       Upload(request.make_array_from_host_buffer_request());
     }
@@ -85,6 +92,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   wire::IfrtRequest request;
   if (!request.ParseFromArray(data, static_cast<int>(size))) return -1;
   static World* world = new World;  // lives until exit: the fleet's threads use it
-  world->Run(request);
+  world->Run(std::move(request));
   return 0;
 }

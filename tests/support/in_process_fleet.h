@@ -16,6 +16,17 @@
 
 namespace switchyard::test_support {
 
+// y = x + 1 over f32[4], as StableHLO text (the CPU plugin reads text and bytecode).
+inline constexpr char kAddOneProgram[] = R"(
+module @add_one attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
+  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>) {
+    %c = stablehlo.constant dense<1.0> : tensor<4xf32>
+    %0 = stablehlo.add %arg0, %c : tensor<4xf32>
+    return %0 : tensor<4xf32>
+  }
+}
+)";
+
 // The plugin the tests load, or nullptr when SWITCHYARD_TEST_PLUGIN is unset.
 const char* TestPlugin();
 

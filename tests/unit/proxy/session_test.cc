@@ -26,16 +26,7 @@ namespace t = ::xla::ifrt;
 
 constexpr int kDevicesPerWorker = 2;
 
-// y = x + 1 over f32[4], as StableHLO text (the CPU plugin reads text and bytecode).
-constexpr char kAddOne[] = R"(
-module @add_one attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {
-  func.func public @main(%arg0: tensor<4xf32>) -> (tensor<4xf32>) {
-    %c = stablehlo.constant dense<1.0> : tensor<4xf32>
-    %0 = stablehlo.add %arg0, %c : tensor<4xf32>
-    return %0 : tensor<4xf32>
-  }
-}
-)";
+constexpr const char* kAddOne = test_support::kAddOneProgram;
 
 // What the client stream receives, in order.
 class Answers {

@@ -43,6 +43,17 @@ TEST_F(MembershipTest, AssignsIdsInJoinOrder) {
   EXPECT_EQ(fleet.slices(1).hosts(0).devices_size(), 4);
 }
 
+TEST_F(MembershipTest, ABootIdThatCannotTravelAsMetadataIsRefused) {
+  // Proxies send the boot id as gRPC metadata, and gRPC aborts on anything but
+  // printable ASCII there: such a registration must not get in.
+  RegisterWorkerRequest request = Worker("h:1", 0, 0);
+  request.set_boot_id(std::string("boot\n\x01", 6));
+  EXPECT_EQ(membership_.Register(request, 11, now_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  request.set_boot_id("0123abcd");
+  SY_EXPECT_OK(membership_.Register(request, 11, now_).status());
+}
+
 TEST_F(MembershipTest, MissedHeartbeatsMakeAHostUnhealthy) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
   SY_EXPECT_OK(membership_.Heartbeat(11, now_ + absl::Seconds(1)));
