@@ -19,6 +19,15 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   auto* build = options.mutable_executable_build_options();
   if (build->num_replicas() <= 0) build->set_num_replicas(1);
   if (build->num_partitions() <= 0) build->set_num_partitions(1);
+  // The plugin CHECK-fails (aborts the worker) on a negative ordinal: refuse it here.
+  if (build->device_ordinal() < -1 || build->device_ordinal() >= devices_->size()) {
+    return absl::InvalidArgumentError(absl::StrCat("device_ordinal ", build->device_ordinal(),
+                                                   " is not -1 or one of this worker's ",
+                                                   devices_->size(), " devices"));
+  }
+  if (build->process_index() < 0 || build->process_count() < 0) {
+    return absl::InvalidArgumentError("process_index and process_count must not be negative");
+  }
   // Our own devices first; a multi-host program also names the other hosts' devices,
   // whose plugin ids the caller passes along.
   auto to_plugin_id = [&](int64_t global_id) -> absl::StatusOr<int64_t> {

@@ -18,6 +18,7 @@
 #include "proxy/host_buffer_store.h"
 #include "proxy/response_sink.h"
 #include "support/in_process_fleet.h"
+#include "xla/compile_options.pb.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -281,6 +282,21 @@ TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   wire::IfrtResponse compiled = Compile("module { this is not MLIR");
   EXPECT_NE(Code(compiled), absl::StatusCode::kOk);
   EXPECT_FALSE(Message(compiled).empty());
+  // Compile options the plugin would abort on (found by fuzz_ifrt_request) are refused.
+  switchyard::xla::CompileOptionsProto bad_options;
+  bad_options.mutable_executable_build_options()->set_device_ordinal(-524289);
+  t::XlaCompileOptionsProto xla_options;
+  xla_options.set_compile_options(bad_options.SerializeAsString());
+  wire::IfrtRequest bad;
+  bad.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::XlaProgram");
+  bad.mutable_compile_request()->mutable_program()->set_data(kAddOne);
+  bad.mutable_compile_request()->mutable_compile_options()->set_type_name(
+      "xla::ifrt::XlaCompileOptions");
+  bad.mutable_compile_request()->mutable_compile_options()->set_data(
+      xla_options.SerializeAsString());
+  wire::IfrtResponse refused = Answer(bad);
+  EXPECT_EQ(Code(refused), absl::StatusCode::kInvalidArgument) << Message(refused);
+  EXPECT_NE(Message(refused).find("device_ordinal"), std::string::npos) << Message(refused);
   wire::IfrtRequest plugin;
   plugin.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::PluginProgram");
   EXPECT_EQ(Code(Answer(plugin)), absl::StatusCode::kUnimplemented);
