@@ -58,22 +58,14 @@ class OrderedWriter {
     return WriteOne(message);
   }
 
-  // Nothing queued and nothing being written.
-  bool Idle() const ABSL_LOCKS_EXCLUDED(mutex_) {
-    absl::MutexLock lock(&mutex_);
-    return queue_.empty() && !writing_;
-  }
-  // Waits up to `timeout` for `Idle()` (or a failed stream, or closing).
+  // Waits up to `timeout` until nothing is queued or being written (or the stream has
+  // failed, or closing); true if so.
   bool AwaitIdle(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
       return (queue_.empty() && !writing_) || failed_ || closed_;
     };
     return mutex_.AwaitWithTimeout(absl::Condition(&idle), timeout) && queue_.empty() && !writing_;
-  }
-  size_t queued() const ABSL_LOCKS_EXCLUDED(mutex_) {
-    absl::MutexLock lock(&mutex_);
-    return queue_.size();
   }
 
   // Stops accepting, drops what is queued, and waits for a write in progress. One still
