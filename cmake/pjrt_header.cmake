@@ -12,9 +12,18 @@ if(NOT PJRT_HEADER_DIR)
   message(FATAL_ERROR "pjrt_c_api.h not found: run ./dev setup (it installs the xla-cpu-pjrt "
                       "wheel into .venv) or pass -DPJRT_HEADER_DIR=<dir>.")
 endif()
+# XLA_FFI_INCLUDE_DIR: holds xla/ffi/api/ffi.h, XLA's header-only FFI API, which jaxlib ships.
+if(NOT XLA_FFI_INCLUDE_DIR)
+  find_path(XLA_FFI_INCLUDE_DIR xla/ffi/api/ffi.h PATHS "${_sy_site}/jaxlib/include" NO_DEFAULT_PATH)
+endif()
+if(NOT XLA_FFI_INCLUDE_DIR)
+  message(FATAL_ERROR "xla/ffi/api/ffi.h not found: run ./dev setup (jaxlib ships it) or pass "
+                      "-DXLA_FFI_INCLUDE_DIR=<dir>.")
+endif()
 if(NOT SWITCHYARD_TEST_PLUGIN)
   find_file(SWITCHYARD_TEST_PLUGIN pjrt_c_api_cpu_plugin.so
     PATHS "${_sy_site}/lammps_jax_pjrt_cpu" NO_DEFAULT_PATH)
 endif()
 message(STATUS "PJRT header: ${PJRT_HEADER_DIR}")
+message(STATUS "XLA FFI headers: ${XLA_FFI_INCLUDE_DIR}")
 message(STATUS "PJRT plugin for tests: ${SWITCHYARD_TEST_PLUGIN}")

@@ -8,6 +8,7 @@ import pathlib
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 _REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -29,6 +30,11 @@ def find_plugin() -> str:
     import lammps_jax_pjrt_cpu
 
     return str(lammps_jax_pjrt_cpu.PLUGIN_PATH)
+
+
+def find_python() -> str:
+    """A Python with jaxlib for the workers' kernels: $SWITCHYARD_PYTHON, else this one."""
+    return os.environ.get("SWITCHYARD_PYTHON", sys.executable)
 
 
 def free_port() -> int:
@@ -92,6 +98,7 @@ class LocalCluster:
                f"--devices_per_worker={self.devices_per_worker}",
                f"--hosts_per_slice={self.hosts_per_slice}", f"--rm_port={self.rm_port}", f"--proxy_port={self.proxy_port}",
                "--worker_port=0", f"--pjrt_plugin={find_plugin()}",
+               f"--python={find_python()}",
                f"--startup_timeout_s={int(self._timeout)}"]
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + self._timeout

@@ -25,6 +25,10 @@ ABSL_FLAG(int, metrics_port, -1,
           "-1: off)");
 ABSL_FLAG(std::string, pjrt_plugin, "",
           "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
+ABSL_FLAG(std::string, python, "",
+          "A Python executable with jaxlib (the clients' newest): workers register its "
+          "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_PYTHON; "
+          "none: programs that call them fail)");
 
 namespace {
 

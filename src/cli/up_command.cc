@@ -256,6 +256,8 @@ int RunUp(const char* argv0) {
                   << "'): pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
     return 2;
   }
+  std::string python = absl::GetFlag(FLAGS_python);
+  if (const char* env = std::getenv("SWITCHYARD_PYTHON"); python.empty() && env) python = env;
   const std::string host = absl::GetFlag(FLAGS_listen_host);
   const int rm_port = absl::GetFlag(FLAGS_rm_port);
   const int worker_port = absl::GetFlag(FLAGS_worker_port);
@@ -294,7 +296,7 @@ int RunUp(const char* argv0) {
                          absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
                          absl::StrCat("--slice_index=", i / hosts_per_slice),
                          absl::StrCat("--host_index=", i % hosts_per_slice),
-                         absl::StrCat("--pjrt_plugin=", plugin),
+                         absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
                          absl::StrCat("--cpu_device_count=", devices)});
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";

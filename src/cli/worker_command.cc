@@ -52,6 +52,10 @@ int RunWorker() {
     }
     options.pjrt_plugin = env;
   }
+  options.python = absl::GetFlag(FLAGS_python);
+  if (const char* env = std::getenv("SWITCHYARD_PYTHON"); options.python.empty() && env) {
+    options.python = env;
+  }
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.kv_epoch = absl::GetFlag(FLAGS_kv_epoch);

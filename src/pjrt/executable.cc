@@ -5,6 +5,7 @@
 #include "pjrt/buffer.h"
 #include "pjrt/c_api.h"
 #include "pjrt/client.h"
+#include "pjrt/ffi.h"
 
 namespace switchyard::pjrt {
 namespace {
@@ -93,7 +94,8 @@ absl::Status Executable::ReadMetadata() {
 }
 
 absl::StatusOr<Launch> Executable::Execute(const std::vector<std::vector<const Buffer*>>& arguments,
-                                           int launch_id) const {
+                                           int launch_id,
+                                           const ExecuteContext* context) const {
   const size_t num_devices = device_ordinals_.size();
   if (arguments.size() != num_devices) {
     return absl::InvalidArgumentError(absl::StrCat("executable '", name_, "' runs on ", num_devices,
@@ -126,6 +128,7 @@ absl::StatusOr<Launch> Executable::Execute(const std::vector<std::vector<const B
 
   Args<PJRT_ExecuteOptions> options;
   options->launch_id = launch_id;
+  if (context != nullptr) options->context = context->handle();
   Args<PJRT_LoadedExecutable_Execute_Args> args;
   args->executable = executable_;
   args->options = options.get();

@@ -18,6 +18,7 @@ namespace switchyard::pjrt {
 
 class Buffer;
 class Client;
+class ExecuteContext;
 
 struct OutputSpec {
   DType dtype = DType::kInvalid;
@@ -49,8 +50,11 @@ class Executable {
   // Launches on every device; `arguments[d]` are the inputs of device d (in
   // `device_ordinals()` order). Returns once the launch is enqueued. The parts of one
   // launch of a multi-host program share a nonzero `launch_id` on every host.
+  // `context` (may be null) reaches the launch's routed custom calls; it must outlive
+  // the launch.
   absl::StatusOr<Launch> Execute(const std::vector<std::vector<const Buffer*>>& arguments,
-                                 int launch_id = 0) const;
+                                 int launch_id = 0,
+                                 const ExecuteContext* context = nullptr) const;
 
   // The optimized program as a serialized HloModuleProtoWithConfig
   // ("hlo_with_config"); UNIMPLEMENTED if the plugin does not offer it.

@@ -8,5 +8,6 @@
 #include "pjrt/dtype.h"            // IWYU pragma: export
 #include "pjrt/event.h"            // IWYU pragma: export
 #include "pjrt/executable.h"       // IWYU pragma: export
+#include "pjrt/ffi.h"              // IWYU pragma: export
 #include "pjrt/key_value_store.h"  // IWYU pragma: export
 #include "pjrt/plugin.h"           // IWYU pragma: export

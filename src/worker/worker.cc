@@ -19,6 +19,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/jax_kernels.h"
 #include "worker/rm_kv_store.h"
 #include "worker/rm_link.h"
 #include "worker/stream_progress.h"
@@ -45,6 +46,30 @@ std::string Hostname() {
   char name[256] = {};
   gethostname(name, sizeof(name) - 1);
   return name;
+}
+
+// jaxlib's kernels in the plugin. A worker without them still serves every other
+// program, so a failure is logged, not fatal.
+void RegisterKernels(const pjrt::Plugin& plugin, const std::string& platform,
+                     const std::string& python) {
+  auto ffi = pjrt::Ffi::Of(plugin);
+  if (!ffi.ok()) {
+    SY_LOG(Warning) << "no custom-call kernels: " << ffi.status();
+    return;
+  }
+  if (python.empty()) {
+    SY_LOG(Info) << "no --python: jaxlib's kernels (jnp.linalg, ...) are not registered";
+    return;
+  }
+  auto kernels = RegisterJaxKernels(*ffi, python, platform);
+  if (!kernels.ok()) {
+    SY_LOG(Warning) << "jaxlib's kernels (jnp.linalg, ...) are not registered: "
+                    << kernels.status();
+    return;
+  }
+  SY_LOG(Info) << "registered " << kernels->targets.size() << " kernels of jaxlib "
+               << kernels->jaxlib_version << " from " << python;
+  for (const std::string& skipped : kernels->skipped) SY_LOG(Info) << "not registered: " << skipped;
 }
 
 class WorkerServerImpl final : public WorkerServer {
@@ -81,6 +106,7 @@ class WorkerServerImpl final : public WorkerServer {
                                        client.status().message()));
     }
     SY_ASSIGN_OR_RETURN(client_, std::move(client));
+    RegisterKernels(*plugin, client_->platform_name(), options.python);
     devices_ = std::make_unique<DeviceMap>(client_.get());
     executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);

@@ -21,6 +21,9 @@ struct WorkerOptions {
   int slice_index = 0;
   int host_index = 0;
   std::string pjrt_plugin;
+  // A Python executable with jaxlib whose custom-call kernels (LAPACK, ...) the plugin
+  // gets; empty: none, and programs calling them fail to compile.
+  std::string python;
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
   // More than 1: this worker is node `host_index` of a multi-host PJRT client formed
   // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find

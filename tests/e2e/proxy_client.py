@@ -347,6 +347,31 @@ def dependent_launches_never_block():
     np.testing.assert_allclose(np.asarray(x), reference, rtol=1e-4, atol=1e-5)
 
 
+@check
+def linalg():
+    # Custom calls into jaxlib's LAPACK kernels, which the workers register from their
+    # --python's jaxlib.
+    jax, jnp = jax_modules()
+    import jax.scipy.linalg as jsl
+    rng = np.random.RandomState(0)
+    a = rng.randn(6, 6).astype(np.float32)
+    spd = a @ a.T + 6 * np.eye(6, dtype=np.float32)
+    b = rng.randn(6, 2).astype(np.float32)
+    tol = dict(rtol=1e-3, atol=1e-4)
+    on_both(jnp.linalg.solve, spd, b, **tol)
+    on_both(jnp.linalg.inv, spd, **tol)
+    on_both(jnp.linalg.cholesky, spd, **tol)
+    on_both(lambda m: jnp.linalg.eigh(m)[0], spd, **tol)
+    on_both(lambda m: jnp.linalg.svd(m, compute_uv=False), a, **tol)
+    on_both(lambda m: jnp.abs(jnp.linalg.qr(m)[1]), a, **tol)
+    on_both(jnp.linalg.det, spd, rtol=1e-3)
+    on_both(lambda m, v: jnp.linalg.lstsq(m, v)[0], a, b, **tol)
+    on_both(lambda m: jnp.sort(jnp.abs(jnp.linalg.eigvals(m))), a, **tol)
+    on_both(lambda m, v: jsl.solve_triangular(m, v, lower=True), np.tril(spd), b, **tol)
+    on_both(lambda m: jsl.lu(m)[2], a, **tol)
+    on_both(lambda m: jnp.linalg.solve(m, m), rng.randn(3, 6, 6).astype(np.float32), **tol)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--init", choices=["pathwaysutils", "switchyard"], required=True)

@@ -1,0 +1,54 @@
+#pragma once
+
+// Private to src/pjrt: the layout of the PJRT FFI extension (version 2), which the
+// header we build against does not carry. Field order and types as in XLA's
+// pjrt_c_api_ffi_extension.h as released (checked against the CPU plugin of jaxlib
+// 0.11.2: handler registration takes typed-FFI handlers only, with no api_version
+// field, unlike a draft of that header); `struct_size` tells which fields a plugin has.
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pjrt_c_api.h"
+
+namespace switchyard::pjrt {
+
+struct FfiTypeIdRegisterArgs {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  const char* type_name;
+  size_t type_name_size;
+  int64_t type_id;  // in: 0 (assign one); out: the id
+};
+
+struct FfiUserData {
+  int64_t type_id;
+  void* data;
+  void (*deleter)(void* data);
+};
+
+struct FfiUserDataAddArgs {
+  size_t struct_size;
+  PJRT_Extension_Base* extension_start;
+  PJRT_ExecuteContext* context;
+  FfiUserData user_data;
+};
+
+struct FfiRegisterHandlerArgs {
+  size_t struct_size;
+  const char* target_name;
+  size_t target_name_size;
+  void* handler;  // an XLA_FFI_Handler*
+  const char* platform_name;
+  size_t platform_name_size;
+  uint32_t traits;
+};
+
+struct FfiExtension {
+  PJRT_Extension_Base base;
+  PJRT_Error* (*type_id_register)(FfiTypeIdRegisterArgs* args);
+  PJRT_Error* (*user_data_add)(FfiUserDataAddArgs* args);
+  PJRT_Error* (*register_handler)(FfiRegisterHandlerArgs* args);  // version 2
+};
+
+}  // namespace switchyard::pjrt
