@@ -26,8 +26,10 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
         if "://" not in target:
             target = "grpc://" + target
         jax.config.update("jax_backend_target", target)
-    if not jax.config.jax_platforms:
-        jax.config.update("jax_platforms", "proxy")
+    # The local CPU backend comes second: JAX places host callbacks' operands on it
+    # (jax.debug.print, pure_callback), and the proxy stays the default.
+    if not jax.config.jax_platforms or jax.config.jax_platforms == "proxy":
+        jax.config.update("jax_platforms", "proxy,cpu")
     if _initialized:
         return
 
@@ -41,6 +43,9 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
         return ifrt_proxy.get_client(address, options)
 
     backend.register_backend_factory("proxy", make_client, priority=-1)
+    # jax.debug.print, pure_callback, io_callback: served from this process.
+    from switchyard import host_callbacks
+    host_callbacks.install()
     # The workers keep their own compilation cache; the client's would try to
     # serialize proxy executables, which the proxy client cannot do.
     jax.config.update("jax_enable_compilation_cache", False)

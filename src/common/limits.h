@@ -65,6 +65,14 @@ inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).
 inline constexpr int64_t kLaunchWindow = 32;
+// The longest a device thread waits for the client to answer a host callback (a
+// debug.print takes microseconds; an io_callback loading data, seconds). The call
+// fails earlier when the proxy's stream or the client goes away.
+inline constexpr int64_t kHostCallbackWaitMs = 30 * 60 * 1000;
+// Host callback calls waiting on one worker, and keys one client may register: the
+// programs with callbacks a client compiles (each holds its functions).
+inline constexpr int64_t kHostCallbacksWaitingMax = 1 << 12;
+inline constexpr int64_t kHostCallbackKeysMax = 1 << 16;
 // Fetches one session runs at once, on threads of its own (kept for the next one), so
 // that its request loop goes on; past this, a fetch runs on the session's thread.
 inline constexpr int64_t kFetchesInFlightMax = 64;

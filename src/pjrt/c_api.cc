@@ -55,6 +55,7 @@ constexpr TypePair kTypes[] = {
     {DType::kF32, PJRT_Buffer_Type_F32},
     {DType::kF64, PJRT_Buffer_Type_F64},
     {DType::kBF16, PJRT_Buffer_Type_BF16},
+    {DType::kToken, PJRT_Buffer_Type_TOKEN},
     {DType::kC64, PJRT_Buffer_Type_C64},
     {DType::kC128, PJRT_Buffer_Type_C128},
     {DType::kF8E5M2, PJRT_Buffer_Type_F8E5M2},

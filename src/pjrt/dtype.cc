@@ -33,6 +33,7 @@ int BitWidth(DType dtype) {
     case DType::kC128:
       return 128;
     case DType::kInvalid:
+    case DType::kToken:
       return 0;
   }
   return 0;
@@ -84,6 +85,8 @@ std::string DTypeName(DType dtype) {
       return "f8e5m2fnuz";
     case DType::kF8E4M3FNUZ:
       return "f8e4m3fnuz";
+    case DType::kToken:
+      return "token";
     case DType::kInvalid:
       break;
   }

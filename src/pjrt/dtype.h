@@ -22,6 +22,7 @@ enum class DType : int {
   kF64 = 12,
   kC64 = 15,
   kBF16 = 16,
+  kToken = 17,  // ordering only: no data (JAX's ordered effects pass them between launches)
   kC128 = 18,
   kF8E5M2 = 19,
   kF8E4M3FN = 20,

@@ -94,8 +94,7 @@ absl::Status Executable::ReadMetadata() {
 }
 
 absl::StatusOr<Launch> Executable::Execute(const std::vector<std::vector<const Buffer*>>& arguments,
-                                           int launch_id,
-                                           const ExecuteContext* context) const {
+                                           int launch_id, const ExecuteContext* context) const {
   const size_t num_devices = device_ordinals_.size();
   if (arguments.size() != num_devices) {
     return absl::InvalidArgumentError(absl::StrCat("executable '", name_, "' runs on ", num_devices,

@@ -53,8 +53,7 @@ class Executable {
   // `context` (may be null) reaches the launch's routed custom calls; it must outlive
   // the launch.
   absl::StatusOr<Launch> Execute(const std::vector<std::vector<const Buffer*>>& arguments,
-                                 int launch_id = 0,
-                                 const ExecuteContext* context = nullptr) const;
+                                 int launch_id = 0, const ExecuteContext* context = nullptr) const;
 
   // The optimized program as a serialized HloModuleProtoWithConfig
   // ("hlo_with_config"); UNIMPLEMENTED if the plugin does not offer it.

@@ -22,6 +22,8 @@ struct Routed {
   FfiCallHandler handler;
 };
 xffi::TypeId Routed::id = {};
+const XLA_FFI_TypeInfo kRoutedInfo = {sizeof(XLA_FFI_TypeInfo), nullptr,
+                                      [](void* data) { delete static_cast<Routed*>(data); }};
 
 FfiBuffer ToFfiBuffer(const xffi::AnyBuffer& buffer) {
   FfiBuffer out;
@@ -61,16 +63,12 @@ xffi::Error RoutedCall(Routed* route, xffi::RemainingArgs args, xffi::RemainingR
   return xffi::Error(static_cast<xffi::ErrorCode>(status.code()), std::string(status.message()));
 }
 
-XLA_FFI_DEFINE_HANDLER(kRoutedCall, RoutedCall,
-                       xffi::Ffi::Bind()
-                           .Ctx<xffi::UserData<Routed>>()
-                           .RemainingArgs()
-                           .RemainingRets()
-                           .Attrs());
+XLA_FFI_DEFINE_HANDLER(
+    kRoutedCall, RoutedCall,
+    xffi::Ffi::Bind().Ctx<xffi::UserData<Routed>>().RemainingArgs().RemainingRets().Attrs());
 
 const FfiExtension* FindExtension(const PJRT_Api* api) {
-  for (const PJRT_Extension_Base* next = api->extension_start; next != nullptr;
-       next = next->next) {
+  for (const PJRT_Extension_Base* next = api->extension_start; next != nullptr; next = next->next) {
     if (next->type == PJRT_Extension_Type_FFI) return reinterpret_cast<const FfiExtension*>(next);
   }
   return nullptr;
@@ -101,8 +99,8 @@ absl::StatusOr<Ffi> Ffi::Of(const Plugin& plugin) {
   return Ffi(plugin.api(), extension);
 }
 
-absl::Status Ffi::RegisterHandler(std::string_view target, std::string_view platform,
-                                  void* handler, int api_version) const {
+absl::Status Ffi::RegisterHandler(std::string_view target, std::string_view platform, void* handler,
+                                  int api_version) const {
   if (api_version != 1) {
     return absl::UnimplementedError(absl::StrCat(
         "custom-call target '", std::string(target),
@@ -117,8 +115,8 @@ absl::Status Ffi::RegisterHandler(std::string_view target, std::string_view plat
   args.platform_name_size = platform.size();
   absl::Status status = ToStatus(api_, Extension(extension_).register_handler(&args));
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("registering custom-call target '", std::string(target),
-                                                    "': ", status.message()));
+    return absl::Status(status.code(), absl::StrCat("registering custom-call target '",
+                                                    std::string(target), "': ", status.message()));
   }
   return absl::OkStatus();
 }
@@ -132,6 +130,7 @@ absl::Status Ffi::Route(std::string_view target, std::string_view platform) cons
     args.struct_size = sizeof(args);
     args.type_name = kName.data();
     args.type_name_size = kName.size();
+    args.type_info = &kRoutedInfo;
     type_status = ToStatus(api_, Extension(extension_).type_id_register(&args));
     Routed::id.type_id = args.type_id;
   });
@@ -151,10 +150,9 @@ absl::StatusOr<std::unique_ptr<ExecuteContext>> Ffi::NewContext(FfiCallHandler h
   add.context = context->handle();
   add.user_data.type_id = Routed::id.type_id;
   add.user_data.data = new Routed{std::move(handler)};
-  add.user_data.deleter = [](void* data) { delete static_cast<Routed*>(data); };
   absl::Status status = ToStatus(api_, Extension(extension_).user_data_add(&add));
   if (!status.ok()) {
-    add.user_data.deleter(add.user_data.data);
+    delete static_cast<Routed*>(add.user_data.data);
     return status;
   }
   return context;

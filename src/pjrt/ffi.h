@@ -54,7 +54,8 @@ class ExecuteContext {
 
  private:
   friend class Ffi;
-  ExecuteContext(const PJRT_Api* api, PJRT_ExecuteContext* context) : api_(api), context_(context) {}
+  ExecuteContext(const PJRT_Api* api, PJRT_ExecuteContext* context)
+      : api_(api), context_(context) {}
 
   const PJRT_Api* api_;
   PJRT_ExecuteContext* context_;

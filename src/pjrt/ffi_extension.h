@@ -2,9 +2,10 @@
 
 // Private to src/pjrt: the layout of the PJRT FFI extension (version 2), which the
 // header we build against does not carry. Field order and types as in XLA's
-// pjrt_c_api_ffi_extension.h as released (checked against the CPU plugin of jaxlib
-// 0.11.2: handler registration takes typed-FFI handlers only, with no api_version
-// field, unlike a draft of that header); `struct_size` tells which fields a plugin has.
+// pjrt_c_api_ffi_extension.h as the plugins we load have it (read off the CPU plugin of
+// jaxlib 0.11.2, PJRT 0.115, which checks each struct's size: handler registration
+// takes typed-FFI handlers only, with no api_version; a type registration carries the
+// type's XLA_FFI_TypeInfo, whose deleter frees user data, which so has none of its own).
 
 #include <cstddef>
 #include <cstdint>
@@ -18,13 +19,13 @@ struct FfiTypeIdRegisterArgs {
   PJRT_Extension_Base* extension_start;
   const char* type_name;
   size_t type_name_size;
-  int64_t type_id;  // in: 0 (assign one); out: the id
+  int64_t type_id;        // in: 0 (assign one); out: the id
+  const void* type_info;  // const XLA_FFI_TypeInfo*, required
 };
 
 struct FfiUserData {
   int64_t type_id;
-  void* data;
-  void (*deleter)(void* data);
+  void* data;  // freed by its type's deleter
 };
 
 struct FfiUserDataAddArgs {

@@ -19,8 +19,9 @@ constexpr absl::Duration kProbePeriod = absl::Milliseconds(250);
 
 }  // namespace
 
-Fleet::Fleet(std::string rm_address)
+Fleet::Fleet(std::string rm_address, WorkerConnection::HostCallbackSink host_callbacks)
     : rm_address_(std::move(rm_address)),
+      host_callbacks_(std::move(host_callbacks)),
       rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
   watcher_ = std::thread([this] {
     NameThisThread("sy-fleet-watch");
@@ -106,7 +107,7 @@ void Fleet::Apply(const switchyard::Fleet& fleet) {
         const HostKey key{host.slice_index(), host.host_index()};
         auto& connection = connections_[key];
         if (connection == nullptr) {
-          connection = std::make_unique<WorkerConnection>(key.first, key.second);
+          connection = std::make_unique<WorkerConnection>(key.first, key.second, host_callbacks_);
         }
         // Device ids are stable per (slice, host, ordinal): entries are only added or
         // refreshed, never dropped while a session may hold them.

@@ -34,7 +34,9 @@ struct DeviceEntry {
 
 class Fleet {
  public:
-  explicit Fleet(std::string rm_address);
+  // `host_callbacks` goes to every worker connection.
+  explicit Fleet(std::string rm_address,
+                 WorkerConnection::HostCallbackSink host_callbacks = nullptr);
   ~Fleet();
 
   // Waits up to `timeout` for the first view from the RM. UNAVAILABLE if the RM has
@@ -55,6 +57,7 @@ class Fleet {
   std::vector<WorkerConnection*> Connections() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   const std::string rm_address_;
+  const WorkerConnection::HostCallbackSink host_callbacks_;
   std::unique_ptr<ResourceManager::Stub> rm_;
   mutable absl::Mutex mutex_;
   bool have_view_ ABSL_GUARDED_BY(mutex_) = false;

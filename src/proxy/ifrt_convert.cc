@@ -31,6 +31,7 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
     case DTypeProto::KIND_F8E4M3B11FNUZ:
     case DTypeProto::KIND_F8E5M2FNUZ:
     case DTypeProto::KIND_F8E4M3FNUZ:
+    case DTypeProto::KIND_TOKEN:
       return static_cast<DType>(proto.kind());
     default:
       return absl::UnimplementedError(absl::StrCat("Switchyard does not serve arrays of dtype ",

@@ -1,21 +1,32 @@
 #include "proxy/proxy.h"
 
 #include "common/grpc_server.h"
+#include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
 #include "proxy/fleet.h"
+#include "proxy/host_callbacks.h"
 #include "proxy/ifrt_service.h"
+#include "proxy/worker_connection.h"
 
 namespace switchyard::proxy {
 namespace {
 
 class ProxyServerImpl final : public ProxyServer {
  public:
-  ProxyServerImpl(std::unique_ptr<Fleet> fleet, std::unique_ptr<IfrtService> service,
-                  StartedServer server)
-      : fleet_(std::move(fleet)), service_(std::move(service)), server_(std::move(server)) {}
-  ~ProxyServerImpl() override { Shutdown(); }
+  ProxyServerImpl(std::unique_ptr<HostCallbackService> callbacks, std::unique_ptr<Fleet> fleet,
+                  std::unique_ptr<IfrtService> service, StartedServer server)
+      : callbacks_(std::move(callbacks)),
+        fleet_(std::move(fleet)),
+        service_(std::move(service)),
+        server_(std::move(server)) {}
+  ~ProxyServerImpl() override {
+    Shutdown();
+    // Its results go to the fleet's connections: stop it before they go. The fleet's
+    // readers may still hand it calls, which then fail.
+    callbacks_->Stop();
+  }
 
   absl::Status StartMetrics(const std::string& host, int port) {
     SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(host, port, [this] {
@@ -43,6 +54,7 @@ class ProxyServerImpl final : public ProxyServer {
   }
 
  private:
+  std::unique_ptr<HostCallbackService> callbacks_;  // outlives the fleet's readers
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<IfrtService> service_;
   StartedServer server_;
@@ -52,14 +64,25 @@ class ProxyServerImpl final : public ProxyServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptions& options) {
-  auto fleet = std::make_unique<Fleet>(options.resource_manager_address);
+  auto callbacks = std::make_unique<HostCallbackService>();
+  auto fleet = std::make_unique<Fleet>(
+      options.resource_manager_address,
+      [callbacks = callbacks.get()](const HostCallbackCall& call, WorkerConnection* worker) {
+        callbacks->Deliver(call, [worker](const HostCallbackResult& result) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+          SY_ASSIGN_OR_RETURN(WorkerConnection::Call call, worker->PrepareCall(&context));
+          ReturnHostCallbackResponse response;
+          return FromGrpcStatus(call.stub->ReturnHostCallback(&context, result, &response));
+        });
+      });
   auto service = std::make_unique<IfrtService>(fleet.get(), options.num_elastic_slices);
-  SY_ASSIGN_OR_RETURN(StartedServer server,
-                      StartGrpcServer(options.listen_host, options.port, {service.get()}));
+  SY_ASSIGN_OR_RETURN(StartedServer server, StartGrpcServer(options.listen_host, options.port,
+                                                            {service.get(), callbacks.get()}));
   SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
                << options.resource_manager_address << ")";
-  auto proxy =
-      std::make_unique<ProxyServerImpl>(std::move(fleet), std::move(service), std::move(server));
+  auto proxy = std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet),
+                                                 std::move(service), std::move(server));
   SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));
   return proxy;
 }

@@ -27,8 +27,10 @@ uint64_t RandomNonZero() {
 
 }  // namespace
 
-WorkerConnection::WorkerConnection(int slice_index, int host_index)
-    : slice_index_(slice_index), host_index_(host_index) {
+WorkerConnection::WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks)
+    : slice_index_(slice_index),
+      host_index_(host_index),
+      host_callbacks_(std::move(host_callbacks)) {
   absl::MutexLock lock(&mutex_);
   down_ = absl::DataLossError(absl::StrCat(Describe(), " has not joined the fleet yet"));
 }
@@ -343,6 +345,10 @@ void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
                                 std::shared_ptr<Stream> stream, uint64_t epoch) {
   DispatchResponse response;
   while (stream->Read(&response)) {
+    if (response.has_host_callback()) {
+      if (host_callbacks_ != nullptr) host_callbacks_(response.host_callback(), this);
+      continue;
+    }
     absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
     Done done;
     {

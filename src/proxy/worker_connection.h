@@ -58,7 +58,11 @@ class WorkerConnection {
     uint64_t epoch = 0;
   };
 
-  WorkerConnection(int slice_index, int host_index);
+  // Receives the worker's host callback calls, on the stream's reader thread (so it
+  // must not block).
+  using HostCallbackSink = std::function<void(const HostCallbackCall&, WorkerConnection*)>;
+
+  WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks = nullptr);
   ~WorkerConnection();  // Close()
   WorkerConnection(const WorkerConnection&) = delete;
   WorkerConnection& operator=(const WorkerConnection&) = delete;
@@ -156,6 +160,7 @@ class WorkerConnection {
 
   const int slice_index_;
   const int host_index_;
+  const HostCallbackSink host_callbacks_;
 
   // Held while an operation gets its sequence number and joins the stream's queue, so
   // operations go out in that order. Never held across a write (the stream's writer

@@ -10,11 +10,34 @@
 #include "xla/hlo_module.pb.h"
 
 namespace switchyard::worker {
+namespace {
 
-absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& request) const {
+// The compile option under which switchyard.initialize() names its host-callback key.
+constexpr char kHostCallbackOption[] = "switchyard_host_callbacks";
+
+}  // namespace
+
+absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& request,
+                                                          std::string* callback_key) const {
   xla::CompileOptionsProto options;
   if (!options.ParseFromString(request.compile_options())) {
     return absl::InvalidArgumentError("compile_options is not a serialized CompileOptionsProto");
+  }
+  // Ours, not the plugin's (it refuses options it does not know).
+  auto overrides = options.mutable_env_option_overrides();
+  if (auto it = overrides->find(kHostCallbackOption); it != overrides->end()) {
+    *callback_key = it->second.string_field();
+    overrides->erase(it);
+    if (callback_key->empty() || callback_key->size() > 256) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kHostCallbackOption, " must be a string of 1 to 256 bytes"));
+    }
+    if (callbacks_ == nullptr) {
+      return absl::UnimplementedError(absl::StrCat(
+          "the program calls host callbacks (jax.debug.print, pure_callback, io_callback), "
+          "which this worker cannot serve: they need a CPU worker whose PJRT plugin has the "
+          "FFI extension"));
+    }
   }
   auto* build = options.mutable_executable_build_options();
   if (build->num_replicas() <= 0) build->set_num_replicas(1);
@@ -93,7 +116,8 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
           absl::StrCat("executable ", request.executable_id(), " already exists"));
     }
   }
-  SY_ASSIGN_OR_RETURN(std::string options, LocalCompileOptions(request));
+  std::string callback_key;
+  SY_ASSIGN_OR_RETURN(std::string options, LocalCompileOptions(request, &callback_key));
   const std::string format = request.format().empty() ? "mlir" : request.format();
   auto compiled = client_->Compile(request.program(), format, options);
   if (!compiled.ok()) {
@@ -134,8 +158,8 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
     }
   }
   absl::MutexLock lock(&mutex_);
-  auto [it, inserted] =
-      executables_.try_emplace(request.executable_id(), Loaded{std::move(executable), owner});
+  auto [it, inserted] = executables_.try_emplace(
+      request.executable_id(), Loaded{std::move(executable), owner, std::move(callback_key)});
   if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("executable ", request.executable_id(), " already exists"));
@@ -143,8 +167,10 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   return response;
 }
 
-absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner) {
-  absl::Status status = Guarded("Execute", [&] { return Launch(request, owner); });
+absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
+                               std::shared_ptr<HostCallbacks::Stream> stream) {
+  absl::Status status =
+      Guarded("Execute", [&] { return Launch(request, owner, std::move(stream)); });
   if (!status.ok()) {
     // Whoever waits for the outputs learns why they will not come.
     for (const BufferIdList& list : request.outputs()) {
@@ -156,8 +182,10 @@ absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner) {
   return status;
 }
 
-absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
+absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
+                              std::shared_ptr<HostCallbacks::Stream> stream) {
   std::shared_ptr<const pjrt::Executable> executable;
+  std::string callback_key;
   {
     absl::MutexLock lock(&mutex_);
     auto it = executables_.find(request.executable_id());
@@ -165,6 +193,15 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
       return absl::NotFoundError(absl::StrCat("unknown executable ", request.executable_id()));
     }
     executable = it->second.executable;
+    callback_key = it->second.callback_key;
+  }
+  std::shared_ptr<pjrt::ExecuteContext> context;
+  if (!callback_key.empty()) {
+    if (stream == nullptr) {
+      return absl::FailedPreconditionError(
+          "a program with host callbacks runs only when launched through a Dispatch stream");
+    }
+    SY_ASSIGN_OR_RETURN(context, callbacks_->ContextFor(callback_key, std::move(stream)));
   }
   const size_t num_devices = executable->device_ordinals().size();
   const size_t num_outputs = executable->outputs().size();
@@ -197,17 +234,17 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
   }
   absl::MutexLock serial(&multi_device_mutex_);  // launches start one at a time
   if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
-    for (auto& event : multi_device_inflight_) (void)event->Await();
-    multi_device_inflight_.clear();
+    multi_device_inflight_.Await();
+    multi_device_inflight_ = InFlight();
   }
   if (window_.size() >= static_cast<size_t>(limits::kLaunchWindow)) {
     // Full: wait until half of it is done. One wait for the middle launch first (those
     // before it are mostly done by then), so a queue of dependent launches costs this
     // thread one wakeup per half window, not one per launch.
     const size_t keep = limits::kLaunchWindow / 2;
-    for (auto& event : window_[window_.size() - keep - 1]) (void)event->Await();
+    window_[window_.size() - keep - 1].Await();
     while (window_.size() > keep) {
-      for (auto& event : window_.front()) (void)event->Await();
+      window_.front().Await();
       window_.pop_front();
     }
   }
@@ -218,7 +255,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
       return absl::CancelledError("the session that launched it has ended");
     }
   }
-  auto launch = executable->Execute(arguments, request.launch_id());
+  auto launch = executable->Execute(arguments, request.launch_id(), context.get());
   if (!launch.ok()) {
     return absl::Status(launch.status().code(),
                         absl::StrCat("launch of executable ", request.executable_id(),
@@ -240,9 +277,9 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner) {
       if (status.ok()) status = done;
     }
   } else if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
-    multi_device_inflight_ = std::move(launch->completions);
+    multi_device_inflight_ = InFlight{std::move(launch->completions), std::move(context)};
   } else {
-    window_.push_back(std::move(launch->completions));
+    window_.push_back(InFlight{std::move(launch->completions), std::move(context)});
   }
   return status;
 }

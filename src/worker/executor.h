@@ -18,15 +18,20 @@
 #include "switchyard/worker.pb.h"
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
+#include "worker/host_callbacks.h"
 
 namespace switchyard::worker {
 
 class Executor {
  public:
-  Executor(const pjrt::Client* client, const DeviceMap* devices, BufferStore* buffers)
+  // `callbacks` (may be null: programs with host callbacks are refused) must outlive
+  // the executor.
+  Executor(const pjrt::Client* client, const DeviceMap* devices, BufferStore* buffers,
+           HostCallbacks* callbacks = nullptr)
       : client_(client),
         devices_(devices),
         buffers_(buffers),
+        callbacks_(callbacks),
         one_multi_device_launch_at_a_time_(client->platform_name() == "cpu") {}
 
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
@@ -36,8 +41,10 @@ class Executor {
       ABSL_LOCKS_EXCLUDED(mutex_);
   // Registers the outputs under the requested ids as soon as the launch is
   // enqueued; a failed launch shows up when they are read (or here, with `wait`).
-  // A request that fails stores its error under the output ids.
-  absl::Status Execute(const ExecuteRequest& request, uint64_t owner = 0)
+  // A request that fails stores its error under the output ids. A program with host
+  // callbacks sends its calls up `stream` (null: such a launch fails).
+  absl::Status Execute(const ExecuteRequest& request, uint64_t owner = 0,
+                       std::shared_ptr<HostCallbacks::Stream> stream = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
   // Launches of `session` that have not started are dropped from now on: their outputs
@@ -50,17 +57,30 @@ class Executor {
   int64_t executions() const { return executions_.load(); }
 
  private:
-  absl::Status Launch(const ExecuteRequest& request, uint64_t owner);
-  // Rewrites the device assignment from global ids to the plugin's ids.
-  absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request) const;
+  absl::Status Launch(const ExecuteRequest& request, uint64_t owner,
+                      std::shared_ptr<HostCallbacks::Stream> stream);
+  // Rewrites the device assignment from global ids to the plugin's ids, and takes out
+  // the client's host-callback key (empty: none).
+  absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request,
+                                                  std::string* callback_key) const;
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;
   BufferStore* buffers_;
+  HostCallbacks* const callbacks_;
   mutable absl::Mutex mutex_;
   struct Loaded {
     std::shared_ptr<const pjrt::Executable> executable;
     uint64_t owner = 0;
+    std::string callback_key;  // the client serves its host callbacks under this key
+  };
+  // A launch handed to the plugin, with what its custom calls use while it runs.
+  struct InFlight {
+    std::vector<std::unique_ptr<pjrt::Event>> completions;
+    std::shared_ptr<pjrt::ExecuteContext> context;
+    void Await() {
+      for (auto& event : completions) (void)event->Await();
+    }
   };
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
@@ -71,13 +91,11 @@ class Executor {
   // one is done. GPUs run collectives on device streams and need no such wait.
   const bool one_multi_device_launch_at_a_time_;
   absl::Mutex multi_device_mutex_;
-  std::vector<std::unique_ptr<pjrt::Event>> multi_device_inflight_
-      ABSL_GUARDED_BY(multi_device_mutex_);
+  InFlight multi_device_inflight_ ABSL_GUARDED_BY(multi_device_mutex_);
   // Launches handed to the plugin and maybe not finished, oldest first. At most
   // kLaunchWindow of them: the rest wait in the operation stream, where a cancelled
   // session's launches can still be dropped (the plugin's queue cannot be undone).
-  std::deque<std::vector<std::unique_ptr<pjrt::Event>>> window_
-      ABSL_GUARDED_BY(multi_device_mutex_);
+  std::deque<InFlight> window_ ABSL_GUARDED_BY(multi_device_mutex_);
   std::deque<uint64_t> cancelled_order_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mutex_);
 };

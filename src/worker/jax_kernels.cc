@@ -120,17 +120,17 @@ absl::StatusOr<PythonInfo> AskPython(const std::string& python) {
   }
   std::vector<std::string> lines = absl::StrSplit(output, '\n', absl::SkipEmpty());
   if (lines.size() < 3) {
-    return absl::FailedPreconditionError(absl::StrCat("unexpected answer from '", python,
-                                                      "': ", output));
+    return absl::FailedPreconditionError(
+        absl::StrCat("unexpected answer from '", python, "': ", output));
   }
   PythonInfo info;
   info.libpython = lines[0];
   info.home = lines[1] == lines[2] ? lines[1] : absl::StrCat(lines[1], ":", lines[2]);
   info.path.assign(lines.begin() + 3, lines.end());
   if (access(info.libpython.c_str(), R_OK) != 0) {
-    return absl::NotFoundError(absl::StrCat(
-        "'", python, "' has no shared libpython ('", info.libpython,
-        "' is missing): a Python built with --enable-shared is needed to embed it"));
+    return absl::NotFoundError(
+        absl::StrCat("'", python, "' has no shared libpython ('", info.libpython,
+                     "' is missing): a Python built with --enable-shared is needed to embed it"));
   }
   return info;
 }
@@ -187,9 +187,10 @@ absl::StatusOr<std::string> RunEmbedded(const PythonInfo& info, const std::strin
 absl::StatusOr<JaxKernels> Register(const pjrt::Ffi& ffi, const std::string& python,
                                     const std::string& platform) {
   SY_ASSIGN_OR_RETURN(PythonInfo info, AskPython(python));
-  SY_ASSIGN_OR_RETURN(std::string output,
-                      RunEmbedded(info, absl::StrCat(std::string(kKernelScript), "\n_sy_kernels(_sy_fd, ",
-                                                     PythonLiteral(platform), ")\n")));
+  SY_ASSIGN_OR_RETURN(
+      std::string output,
+      RunEmbedded(info, absl::StrCat(std::string(kKernelScript), "\n_sy_kernels(_sy_fd, ",
+                                     PythonLiteral(platform), ")\n")));
   JaxKernels kernels;
   for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipEmpty())) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
@@ -209,8 +210,8 @@ absl::StatusOr<JaxKernels> Register(const pjrt::Ffi& ffi, const std::string& pyt
         kernels.skipped.push_back(absl::StrCat(fields[1], ": unreadable handler"));
         continue;
       }
-      absl::Status status = ffi.RegisterHandler(fields[1], fields[2],
-                                                reinterpret_cast<void*>(address), api_version);
+      absl::Status status =
+          ffi.RegisterHandler(fields[1], fields[2], reinterpret_cast<void*>(address), api_version);
       if (status.ok()) {
         kernels.targets.push_back(fields[1]);
       } else {

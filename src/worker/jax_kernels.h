@@ -27,8 +27,8 @@ struct JaxKernels {
 
 // Registers the kernels for `platform` (the plugin's, e.g. "cpu", "cuda") from the
 // jaxlib of the Python executable `python`. Registrations are process-wide: a second
-// call returns the first one's answer. NOT_FOUND: no such Python, or one without a shared libpython;
-// FAILED_PRECONDITION: no jaxlib there.
+// call returns the first one's answer. NOT_FOUND: no such Python, or one without a shared
+// libpython; FAILED_PRECONDITION: no jaxlib there.
 absl::StatusOr<JaxKernels> RegisterJaxKernels(const pjrt::Ffi& ffi, const std::string& python,
                                               const std::string& platform);
 

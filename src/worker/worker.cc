@@ -19,6 +19,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/host_callbacks.h"
 #include "worker/jax_kernels.h"
 #include "worker/rm_kv_store.h"
 #include "worker/rm_link.h"
@@ -108,7 +109,13 @@ class WorkerServerImpl final : public WorkerServer {
     SY_ASSIGN_OR_RETURN(client_, std::move(client));
     RegisterKernels(*plugin, client_->platform_name(), options.python);
     devices_ = std::make_unique<DeviceMap>(client_.get());
-    executor_ = std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_);
+    if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name()); callbacks.ok()) {
+      callbacks_ = std::move(callbacks).value();
+    } else {
+      SY_LOG(Info) << "no host callbacks (jax.debug.print, pure_callback): " << callbacks.status();
+    }
+    executor_ =
+        std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_, callbacks_.get());
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
 
     WorkerIdentity identity;
@@ -121,7 +128,8 @@ class WorkerServerImpl final : public WorkerServer {
     identity.boot_id = absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16),
                                     absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
-                                               executor_.get(), transfers_.get(), &progress_);
+                                               executor_.get(), transfers_.get(), &progress_,
+                                               callbacks_.get());
     // Frees what dead proxies made (their leases ran out).
     lease_sweeper_ = std::thread([this] {
       NameThisThread("sy-lease-sweep");
@@ -217,6 +225,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<DeviceMap> devices_;
   BufferStore buffers_;
   StreamProgress progress_;
+  std::unique_ptr<HostCallbacks> callbacks_;  // outlives the executor's launches
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Transfers> transfers_;
   std::unique_ptr<WorkerService> service_;

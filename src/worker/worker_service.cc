@@ -53,6 +53,9 @@ class DispatchAnswers {
         writer_([stream](const DispatchResponse& response) { return stream->Write(response); },
                 "sy-dispatch-out") {}
 
+  // A host callback call of a launch on this stream; from a device thread.
+  bool PostCall(const DispatchResponse& call) { return writer_.Post(call); }
+
   // An await whose answer comes later, from a device thread.
   void AwaitStarted() ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
@@ -322,6 +325,11 @@ grpc::Status WorkerService::Dispatch(
     }
   };
   auto answers = std::make_shared<DispatchAnswers>(stream);
+  std::shared_ptr<HostCallbacks::Stream> callback_stream;
+  if (callbacks_ != nullptr) {
+    callback_stream = callbacks_->NewStream(
+        [answers](const DispatchResponse& call) { return answers->PostCall(call); });
+  }
   DispatchRequest request;
   while (stream->Read(&request)) {
     RecordWire("worker_dispatch", request);
@@ -329,7 +337,7 @@ grpc::Status WorkerService::Dispatch(
     absl::Status status;
     switch (request.op_case()) {
       case DispatchRequest::kExecute:
-        status = executor_->Execute(request.execute(), owner);
+        status = executor_->Execute(request.execute(), owner, callback_stream);
         break;
       case DispatchRequest::kAssemble:
         status = transfers_->Assemble(request.assemble(), owner);
@@ -374,8 +382,19 @@ grpc::Status WorkerService::Dispatch(
       answers->Respond(seq, status);
     }
   }
+  // Launches blocked in a host callback can only be answered through this stream.
+  if (callback_stream != nullptr) callback_stream->Close();
   answers->Finish(*context);
   return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::ReturnHostCallback(grpc::ServerContext* context,
+                                               const HostCallbackResult* request,
+                                               ReturnHostCallbackResponse* response) {
+  if (callbacks_ == nullptr) {
+    return ToGrpcStatus(absl::NotFoundError("this worker runs no host callbacks"));
+  }
+  return ToGrpcStatus(callbacks_->Return(*request));
 }
 
 grpc::Status WorkerService::CancelLaunches(grpc::ServerContext* context,

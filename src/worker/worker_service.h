@@ -12,6 +12,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
+#include "worker/host_callbacks.h"
 #include "worker/owner_leases.h"
 #include "worker/stream_progress.h"
 #include "worker/transfers.h"
@@ -29,7 +30,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
  public:
   WorkerService(WorkerIdentity identity, const pjrt::Client* client, const DeviceMap* devices,
                 BufferStore* buffers, Executor* executor, Transfers* transfers,
-                StreamProgress* progress)
+                StreamProgress* progress, HostCallbacks* callbacks = nullptr)
       : identity_(std::move(identity)),
         client_(client),
         devices_(devices),
@@ -37,6 +38,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
         executor_(executor),
         transfers_(transfers),
         progress_(progress),
+        callbacks_(callbacks),
         leases_(absl::Milliseconds(limits::kOwnerLeaseGraceMs)) {}
 
   // The address is known only once the server has bound its port.
@@ -64,6 +66,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                         WorkerStats* response) override;
   grpc::Status CancelLaunches(grpc::ServerContext* context, const CancelLaunchesRequest* request,
                               CancelLaunchesResponse* response) override;
+  grpc::Status ReturnHostCallback(grpc::ServerContext* context, const HostCallbackResult* request,
+                                  ReturnHostCallbackResponse* response) override;
 
   // Frees what owners whose lease ran out made (they died, or reconnected under a new
   // id); called periodically.
@@ -87,6 +91,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   Executor* executor_;
   Transfers* transfers_;
   StreamProgress* progress_;
+  HostCallbacks* callbacks_;  // may be null
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };
