@@ -76,8 +76,12 @@ std::shared_ptr<HostCallbacks::Stream> HostCallbacks::NewStream(Stream::Send sen
 
 absl::StatusOr<std::unique_ptr<pjrt::ExecuteContext>> HostCallbacks::ContextFor(
     const std::string& key, std::shared_ptr<Stream> stream) {
-  return ffi_.NewContext(
-      [this, key, stream](pjrt::FfiCall& call) { return Call(key, *stream, call); });
+  return ffi_.NewContext(Handler(key, std::move(stream)));
+}
+
+pjrt::FfiCallHandler HostCallbacks::Handler(const std::string& key,
+                                            std::shared_ptr<Stream> stream) {
+  return [this, key, stream](pjrt::FfiCall& call) { return Call(key, *stream, call); };
 }
 
 absl::Status HostCallbacks::Call(const std::string& key, Stream& stream, pjrt::FfiCall& call) {

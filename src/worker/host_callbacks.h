@@ -49,9 +49,10 @@ class HostCallbacks {
   std::shared_ptr<Stream> NewStream(Stream::Send send) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The context for one launch of an executable whose functions its client serves
-  // under `key`; the launch's calls go up `stream`.
+  // under `key`; the launch's calls go up `stream` and run `Handler(key, stream)`.
   absl::StatusOr<std::unique_ptr<pjrt::ExecuteContext>> ContextFor(const std::string& key,
                                                                    std::shared_ptr<Stream> stream);
+  pjrt::FfiCallHandler Handler(const std::string& key, std::shared_ptr<Stream> stream);
 
   // A result from the proxy. NOT_FOUND if no call `result.call_id` waits.
   absl::Status Return(const HostCallbackResult& result) ABSL_LOCKS_EXCLUDED(mutex_);

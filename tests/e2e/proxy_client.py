@@ -15,11 +15,24 @@ import numpy as np
 
 CHECKS = {}
 MULTISLICE = {}
+# Checks that need switchyard.initialize(): with plain pathwaysutils they assert the
+# client's own refusal instead.
+SWITCHYARD_ONLY = {}
 
 
 def check(fn):
     CHECKS[fn.__name__] = fn
     return fn
+
+
+def switchyard_check(refused_with):
+    """A check that needs switchyard.initialize(); `refused_with(jax)` shows what plain
+    pathwaysutils users get instead."""
+    def register(fn):
+        CHECKS[fn.__name__] = fn
+        SWITCHYARD_ONLY[fn.__name__] = refused_with
+        return fn
+    return register
 
 
 def multislice_check(fn):
@@ -372,6 +385,88 @@ def linalg():
     on_both(lambda m: jnp.linalg.solve(m, m), rng.randn(3, 6, 6).astype(np.float32), **tol)
 
 
+def _callback_refused(jax):
+    # jaxlib's proxy client refuses host callbacks itself, at compile time.
+    try:
+        jax.jit(lambda x: jax.pure_callback(np.sin, jax.ShapeDtypeStruct((), np.float32), x))(
+            np.float32(1)).block_until_ready()
+    except Exception as e:  # noqa: BLE001
+        assert "host callback" in str(e), e
+        return
+    raise AssertionError("host callbacks unexpectedly worked without switchyard.initialize()")
+
+
+@switchyard_check(_callback_refused)
+def host_callbacks():
+    import contextlib
+    import io
+
+    jax, jnp = jax_modules()
+    from jax.experimental import io_callback
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    # pure_callback inside a program, compared with local JAX.
+    on_both(lambda v: jax.pure_callback(lambda a: np.tanh(a) * 3, jax.ShapeDtypeStruct(v.shape, v.dtype),
+                                        v) + v, x)
+    # Several operands and results of several dtypes.
+    def many(a, b, c):
+        return a.astype(np.int32) + 1, (b * 2).astype(b.dtype), ~c
+    specs = (jax.ShapeDtypeStruct((4,), jnp.int32), jax.ShapeDtypeStruct((2, 2), jnp.bfloat16),
+             jax.ShapeDtypeStruct((3,), jnp.bool_))
+    on_both(lambda a, b, c: jax.pure_callback(many, specs, a, b, c), np.arange(4, dtype=np.int8),
+            np.ones((2, 2), jnp.bfloat16), np.array([True, False, True]))
+    # vmap over a callback (one call per element, sequentially).
+    on_both(jax.vmap(lambda v: jax.pure_callback(lambda a: a * a, jax.ShapeDtypeStruct((4,), v.dtype), v,
+                                                 vmap_method="sequential")), x)
+    # debug.print inside a jitted loop prints every iteration, in order.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        total = jax.jit(lambda: jax.lax.fori_loop(
+            0, 25, lambda i, c: (jax.debug.print("step {i} carry {c}", i=i, c=c), c + i)[1], 0))()
+        jax.block_until_ready(total)
+        jax.effects_barrier()
+    assert int(total) == sum(range(25)), total
+    expected = [f"step {i} carry {sum(range(i))}" for i in range(25)]
+    assert out.getvalue().splitlines() == expected, out.getvalue()
+    # Ordered io_callback: side effects in program order across launches.
+    seen = []
+    def record(v):
+        seen.append(int(v))
+        return np.int32(int(v) * 3)
+    io_fn = jax.jit(lambda v: io_callback(record, jax.ShapeDtypeStruct((), jnp.int32), v, ordered=True))
+    results = [int(io_fn(jnp.int32(i))) for i in range(6)]
+    jax.effects_barrier()
+    assert results == [i * 3 for i in range(6)] and seen == list(range(6)), (results, seen)
+    # debug.callback on a sharded array: one call per shard.
+    devs = jax.devices()[:4]
+    mesh = jax.sharding.Mesh(np.array(devs), ("x",))
+    sharded = jax.device_put(np.arange(8, dtype=np.float32),
+                             jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
+    shards = []
+    jax.jit(lambda v: (jax.debug.callback(lambda s: shards.append(np.asarray(s).copy()), v), v * 2)[1])(
+        sharded).block_until_ready()
+    jax.effects_barrier()
+    assert sorted(np.concatenate([np.ravel(s) for s in shards]).tolist()) == list(range(8)) or \
+        any(np.array_equal(np.ravel(s), np.arange(8)) for s in shards), shards
+    # A callback that raises fails its launch with the Python traceback; the session goes on.
+    def boom(a):
+        raise ValueError("boom from the client")
+    try:
+        jax.jit(lambda v: jax.pure_callback(boom, jax.ShapeDtypeStruct((), jnp.float32), v))(
+            jnp.float32(1)).block_until_ready()
+        raise AssertionError("a raising callback did not fail its launch")
+    except Exception as e:  # noqa: BLE001
+        assert "boom from the client" in str(e) and "ValueError" in str(e), e
+    # Returning the wrong shape is the user's error, with JAX's own message.
+    try:
+        jax.jit(lambda v: jax.pure_callback(lambda a: np.zeros(3, np.float32),
+                                            jax.ShapeDtypeStruct((2,), jnp.float32), v))(
+            jnp.zeros(2)).block_until_ready()
+        raise AssertionError("a wrong-shape result was accepted")
+    except Exception as e:  # noqa: BLE001
+        assert "shape" in str(e), e
+    on_both(lambda v: v * 3, x)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--init", choices=["pathwaysutils", "switchyard"], required=True)
@@ -388,7 +483,10 @@ def main():
         switchyard.initialize()
     registry = MULTISLICE if args.suite == "multislice" else CHECKS
     for name in args.checks or list(registry):
-        registry[name]()
+        if args.init == "pathwaysutils" and name in SWITCHYARD_ONLY:
+            SWITCHYARD_ONLY[name](jax)
+        else:
+            registry[name]()
         print(f"PASS {name}", flush=True)
     # As switchyard.shutdown(), which the second client's venv (no switchyard) lacks.
     import gc

@@ -27,6 +27,8 @@ NEWEST_CLIENT = HERE.parents[1] / ".venv-jax-0.12" / "bin" / "python"
 
 def run_client(cluster, init, *checks, timeout=300, python=sys.executable):
     env = {**os.environ, "JAX_BACKEND_TARGET": cluster.target}
+    if python != sys.executable:  # another venv: switchyard from the source tree
+        env["PYTHONPATH"] = str(HERE.parents[1] / "python")
     if init == "pathwaysutils":
         env["IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS"] = "true"
     else:
@@ -52,6 +54,14 @@ def test_whole_suite_with_the_newest_jax_client(cluster):
     # makes this venv.
     assert NEWEST_CLIENT.exists(), "run ./dev setup: .venv-jax-0.12 is missing"
     result = run_client(cluster, "pathwaysutils", python=NEWEST_CLIENT)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert result.stdout.count("PASS ") == len(CHECKS)
+
+
+def test_whole_suite_with_switchyard_initialize_on_the_newest_jax_client(cluster):
+    # Host callbacks need switchyard.initialize(); the newest client gets them too.
+    assert NEWEST_CLIENT.exists(), "run ./dev setup: .venv-jax-0.12 is missing"
+    result = run_client(cluster, "switchyard", python=NEWEST_CLIENT)
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.count("PASS ") == len(CHECKS)
 
