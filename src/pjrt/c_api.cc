@@ -65,6 +65,12 @@ constexpr TypePair kTypes[] = {
     {DType::kF8E4M3FNUZ, PJRT_Buffer_Type_F8E4M3FNUZ},
     {DType::kS4, PJRT_Buffer_Type_S4},
     {DType::kU4, PJRT_Buffer_Type_U4},
+    {DType::kS2, PJRT_Buffer_Type_S2},
+    {DType::kU2, PJRT_Buffer_Type_U2},
+    {DType::kF8E4M3, PJRT_Buffer_Type_F8E4M3},
+    {DType::kF8E3M4, PJRT_Buffer_Type_F8E3M4},
+    {DType::kF4E2M1FN, PJRT_Buffer_Type_F4E2M1FN},
+    {DType::kF8E8M0FNU, PJRT_Buffer_Type_F8E8M0FNU},
 };
 
 }  // namespace

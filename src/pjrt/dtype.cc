@@ -12,10 +12,17 @@ int BitWidth(DType dtype) {
     case DType::kF8E4M3B11FNUZ:
     case DType::kF8E5M2FNUZ:
     case DType::kF8E4M3FNUZ:
+    case DType::kF8E4M3:
+    case DType::kF8E3M4:
+    case DType::kF8E8M0FNU:
       return 8;
     case DType::kS4:
     case DType::kU4:
+    case DType::kF4E2M1FN:
       return 4;
+    case DType::kS2:
+    case DType::kU2:
+      return 2;
     case DType::kS16:
     case DType::kU16:
     case DType::kF16:
@@ -87,6 +94,18 @@ std::string DTypeName(DType dtype) {
       return "f8e4m3fnuz";
     case DType::kToken:
       return "token";
+    case DType::kS2:
+      return "s2";
+    case DType::kU2:
+      return "u2";
+    case DType::kF8E4M3:
+      return "f8e4m3";
+    case DType::kF8E3M4:
+      return "f8e3m4";
+    case DType::kF4E2M1FN:
+      return "f4e2m1fn";
+    case DType::kF8E8M0FNU:
+      return "f8e8m0fnu";
     case DType::kInvalid:
       break;
   }

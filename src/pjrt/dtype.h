@@ -31,6 +31,12 @@ enum class DType : int {
   kF8E4M3B11FNUZ = 23,
   kF8E5M2FNUZ = 24,
   kF8E4M3FNUZ = 25,
+  kS2 = 26,
+  kU2 = 27,
+  kF8E4M3 = 28,
+  kF8E3M4 = 29,
+  kF4E2M1FN = 30,
+  kF8E8M0FNU = 31,
 };
 
 // Bits per element; 0 for kInvalid or an unknown value.

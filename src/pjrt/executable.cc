@@ -178,6 +178,46 @@ absl::StatusOr<std::string> Executable::OptimizedProgram() const {
   return code;
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, double>>> Executable::CostAnalysis() const {
+  const PJRT_Api* api = client_->api();
+  SY_ASSIGN_OR_RETURN(auto unloaded, GetUnloaded(api, executable_));
+  Args<PJRT_Executable_GetCostAnalysis_Args> args;
+  args->executable = unloaded->get();
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Executable_GetCostAnalysis, args.get()));
+  std::vector<std::pair<std::string, double>> costs;
+  for (size_t i = 0; i < args->num_properties; ++i) {
+    const PJRT_NamedValue& value = args->properties[i];
+    std::string name(value.name, value.name_size);
+    if (value.type == PJRT_NamedValue_kFloat) {
+      costs.emplace_back(std::move(name), value.float_value);
+    } else if (value.type == PJRT_NamedValue_kInt64) {
+      costs.emplace_back(std::move(name), static_cast<double>(value.int64_value));
+    }
+  }
+  return costs;
+}
+
+absl::StatusOr<CompiledMemoryStats> Executable::MemoryStats() const {
+  const PJRT_Api* api = client_->api();
+  SY_ASSIGN_OR_RETURN(auto unloaded, GetUnloaded(api, executable_));
+  Args<PJRT_Executable_GetCompiledMemoryStats_Args> args;
+  args->executable = unloaded->get();
+  SY_RETURN_IF_ERROR(SY_PJRT_CALL(api, Executable_GetCompiledMemoryStats, args.get()));
+  CompiledMemoryStats stats;
+  stats.generated_code = args->generated_code_size_in_bytes;
+  stats.arguments = args->argument_size_in_bytes;
+  stats.outputs = args->output_size_in_bytes;
+  stats.alias = args->alias_size_in_bytes;
+  stats.temp = args->temp_size_in_bytes;
+  stats.host_generated_code = args->host_generated_code_size_in_bytes;
+  stats.host_arguments = args->host_argument_size_in_bytes;
+  stats.host_outputs = args->host_output_size_in_bytes;
+  stats.host_alias = args->host_alias_size_in_bytes;
+  stats.host_temp = args->host_temp_size_in_bytes;
+  stats.peak = args->peak_memory_in_bytes;
+  return stats;
+}
+
 absl::StatusOr<std::string> Executable::Serialize() const {
   const PJRT_Api* api = client_->api();
   SY_ASSIGN_OR_RETURN(auto unloaded, GetUnloaded(api, executable_));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -23,6 +24,21 @@ class ExecuteContext;
 struct OutputSpec {
   DType dtype = DType::kInvalid;
   std::vector<int64_t> dims;
+};
+
+// What the compiler planned to allocate, in bytes (PJRT's compiled memory stats).
+struct CompiledMemoryStats {
+  int64_t generated_code = 0;
+  int64_t arguments = 0;
+  int64_t outputs = 0;
+  int64_t alias = 0;
+  int64_t temp = 0;
+  int64_t host_generated_code = 0;
+  int64_t host_arguments = 0;
+  int64_t host_outputs = 0;
+  int64_t host_alias = 0;
+  int64_t host_temp = 0;
+  int64_t peak = 0;
 };
 
 // What one launch produced: outputs[device][output], and one completion event
@@ -58,6 +74,11 @@ class Executable {
   // The optimized program as a serialized HloModuleProtoWithConfig
   // ("hlo_with_config"); UNIMPLEMENTED if the plugin does not offer it.
   absl::StatusOr<std::string> OptimizedProgram() const;
+
+  // The compiler's estimates ("flops", "bytes accessed", ...), numbers only;
+  // UNIMPLEMENTED if the plugin has none.
+  absl::StatusOr<std::vector<std::pair<std::string, double>>> CostAnalysis() const;
+  absl::StatusOr<CompiledMemoryStats> MemoryStats() const;
 
   // Platform-specific bytes for `Client::Deserialize` (same plugin build only).
   absl::StatusOr<std::string> Serialize() const;

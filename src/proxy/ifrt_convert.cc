@@ -31,6 +31,9 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
     case DTypeProto::KIND_F8E4M3B11FNUZ:
     case DTypeProto::KIND_F8E5M2FNUZ:
     case DTypeProto::KIND_F8E4M3FNUZ:
+    case DTypeProto::KIND_F8E4M3:
+    case DTypeProto::KIND_F8E3M4:
+    case DTypeProto::KIND_F8E8M0FNU:
     case DTypeProto::KIND_TOKEN:
       return static_cast<DType>(proto.kind());
     default:
@@ -56,6 +59,9 @@ int64_t ElementBytes(DType dtype) {
     case F8E4M3B11FNUZ:
     case F8E5M2FNUZ:
     case F8E4M3FNUZ:
+    case F8E4M3:
+    case F8E3M4:
+    case F8E8M0FNU:
       return 1;
     case S16:
     case U16:

@@ -252,6 +252,9 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kLoadedExecutableMetadataRequest:
       return HandleExecutableMetadata(request.loaded_executable_metadata_request(),
                                       response->mutable_loaded_executable_metadata_response());
+    case R::kLoadedExecutableCostAnalysisRequest:
+      return HandleCostAnalysis(request.loaded_executable_cost_analysis_request(),
+                                response->mutable_loaded_executable_cost_analysis_response());
     case R::kLoadedExecutableExecuteRequest:
       return HandleExecute(request.loaded_executable_execute_request(),
                            response->mutable_loaded_executable_execute_response());

@@ -56,6 +56,9 @@ struct Executable {
   std::vector<switchyard::xla::OpSharding> parameter_shardings;
   std::vector<int> donated_parameters;
   bool shardings_known = false;
+  // As the (first) worker's plugin reported them; empty if it did not.
+  std::map<std::string, double> cost_analysis;
+  std::string compiled_memory_stats;  // serialized xla.CompiledMemoryStatsProto
 
   ~Executable();
 };
@@ -120,6 +123,8 @@ class Session {
   absl::Status HandleGetDefaultLayout(const wire::GetDefaultLayoutRequest& request,
                                       wire::GetDefaultLayoutResponse* response);
   absl::Status HandleCompile(const wire::CompileRequest& request, wire::CompileResponse* response);
+  absl::Status HandleCostAnalysis(const wire::LoadedExecutableCostAnalysisRequest& request,
+                                  wire::LoadedExecutableCostAnalysisResponse* response);
   absl::Status HandleExecutableMetadata(const wire::LoadedExecutableMetadataRequest& request,
                                         wire::LoadedExecutableMetadataResponse* response);
   absl::Status HandleExecute(const wire::LoadedExecutableExecuteRequest& request,

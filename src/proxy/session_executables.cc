@@ -78,7 +78,9 @@ absl::Status CheckMultiHostProgram(const std::vector<int64_t>& devices,
                                     ") is not a host of a multi-host PJRT client (--num_nodes)"),
           ". A program runs within one worker, or within the hosts of one slice whose plugin "
           "forms one client across them (GPU); the CPU plugin has no collectives across "
-          "processes. Use a mesh of one slice's devices, and move data between slices."));
+          "processes. Use a mesh of one slice's devices (jax.pmap: pass "
+          "devices=switchyard.slice_devices(0); jit/shard_map: a Mesh of those devices), and "
+          "move data between slices."));
     }
   }
   return absl::OkStatus();
@@ -107,7 +109,9 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
                                                  request.program().type_name(), "'"));
   }
   if (request.host_callbacks_size() > 0) {
-    return absl::UnimplementedError("host callbacks are not supported");
+    return absl::UnimplementedError(
+        "host callbacks of the send/recv kind are not supported; on CPU workers, "
+        "switchyard.initialize() serves jax.debug.print, pure_callback and io_callback");
   }
   if (request.compile_options().type_name() != kXlaCompileOptions) {
     return absl::UnimplementedError(absl::StrCat("unsupported compile options type '",
@@ -221,6 +225,8 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   }
   executable->donated_parameters.assign(first.donated_parameters().begin(),
                                         first.donated_parameters().end());
+  executable->cost_analysis.insert(first.cost_analysis().begin(), first.cost_analysis().end());
+  executable->compiled_memory_stats = first.compiled_memory_stats();
 
   const uint64_t handle = NewHandle();
   executables_[handle] = executable;
@@ -350,8 +356,27 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
   for (size_t o = 0; o < outputs; ++o) kinds->add_memory_kinds("device");
   auto* donated = response->mutable_donated_input_indices();
   for (int index : executable->donated_parameters) donated->add_donated_input_indices(index);
-  *response->mutable_compiled_memory_stats_error() =
-      ToStatusProto(absl::UnimplementedError("compiled memory stats are not reported"));
+  if (executable->compiled_memory_stats.empty() ||
+      !response->mutable_compiled_memory_stats()->ParseFromString(
+          executable->compiled_memory_stats)) {
+    *response->mutable_compiled_memory_stats_error() = ToStatusProto(
+        absl::UnimplementedError("the worker's plugin reports no compiled memory stats"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::HandleCostAnalysis(const wire::LoadedExecutableCostAnalysisRequest& request,
+                                         wire::LoadedExecutableCostAnalysisResponse* response) {
+  SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
+  if (executable->cost_analysis.empty()) {
+    *response->mutable_status() =
+        ToStatusProto(absl::UnimplementedError("the worker's plugin reports no cost analysis"));
+    return absl::OkStatus();
+  }
+  auto* attributes = response->mutable_attributes()->mutable_attributes();
+  for (const auto& [name, value] : executable->cost_analysis) {
+    (*attributes)[name].set_float_value(static_cast<float>(value));
+  }
   return absl::OkStatus();
 }
 

@@ -8,6 +8,7 @@
 #include "pjrt/buffer.h"
 #include "xla/compile_options.pb.h"
 #include "xla/hlo_module.pb.h"
+#include "xla/xla_data.pb.h"
 
 namespace switchyard::worker {
 namespace {
@@ -139,6 +140,24 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
     OutputSpec* out = response.add_outputs();
     out->set_dtype(static_cast<DType>(spec.dtype));
     out->mutable_dims()->Add(spec.dims.begin(), spec.dims.end());
+  }
+  if (auto costs = executable->CostAnalysis(); costs.ok()) {
+    for (auto& [name, value] : *costs) (*response.mutable_cost_analysis())[name] = value;
+  }
+  if (auto stats = executable->MemoryStats(); stats.ok()) {
+    xla::CompiledMemoryStatsProto proto;
+    proto.set_generated_code_size_in_bytes(stats->generated_code);
+    proto.set_argument_size_in_bytes(stats->arguments);
+    proto.set_output_size_in_bytes(stats->outputs);
+    proto.set_alias_size_in_bytes(stats->alias);
+    proto.set_temp_size_in_bytes(stats->temp);
+    proto.set_host_generated_code_size_in_bytes(stats->host_generated_code);
+    proto.set_host_argument_size_in_bytes(stats->host_arguments);
+    proto.set_host_output_size_in_bytes(stats->host_outputs);
+    proto.set_host_alias_size_in_bytes(stats->host_alias);
+    proto.set_host_temp_size_in_bytes(stats->host_temp);
+    proto.set_peak_memory_in_bytes(stats->peak);
+    response.set_compiled_memory_stats(proto.SerializeAsString());
   }
   // Shardings and aliasing come from the optimized module; a plugin without it
   // leaves them empty and callers fall back to what they know.

@@ -103,6 +103,13 @@ def dtypes():
             on_both(lambda v: jnp.logical_not(v) | v[::-1], a)
         else:
             on_both(lambda v: v * 2 + v[::-1], a, rtol=1e-2)
+    # The 8-bit floats: made from host buffers, computed on, read back.
+    for name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3", "float8_e3m4",
+                 "float8_e8m0fnu"):
+        dtype = getattr(ml_dtypes, name)
+        a = (np.arange(12).reshape(3, 4) % 5 + 1).astype(dtype)
+        on_both(lambda v: (v.astype(jnp.float32) * 2).astype(v.dtype), a, rtol=0.2)
+        on_both(lambda v: v.astype(jnp.float32) + 1, a, rtol=0.1)
 
 
 @check
@@ -224,6 +231,17 @@ def span_is_unimplemented():
         assert "UNIMPLEMENTED" in str(e) and "span 2 workers" in str(e), e
     else:
         raise AssertionError("a program across two CPU workers did not fail")
+    # pmap over every device: refused, saying what to do instead.
+    try:
+        jax.pmap(lambda v: v * 2)(np.arange(8, dtype=np.float32)).block_until_ready()
+    except Exception as e:
+        assert "UNIMPLEMENTED" in str(e) and "jax.pmap" in str(e), e
+    else:
+        raise AssertionError("pmap across two CPU workers did not fail")
+    local = jax.devices()[:4]  # one slice's devices
+    np.testing.assert_array_equal(
+        np.asarray(jax.pmap(lambda v: v * 2, devices=local)(np.arange(4, dtype=np.float32))),
+        np.arange(4) * 2)
     # The session stays usable.
     np.testing.assert_array_equal(np.asarray(jnp.arange(3) + 1), [1, 2, 3])
 
@@ -383,6 +401,20 @@ def linalg():
     on_both(lambda m, v: jsl.solve_triangular(m, v, lower=True), np.tril(spd), b, **tol)
     on_both(lambda m: jsl.lu(m)[2], a, **tol)
     on_both(lambda m: jnp.linalg.solve(m, m), rng.randn(3, 6, 6).astype(np.float32), **tol)
+
+
+@check
+def introspection():
+    jax, jnp = jax_modules()
+    a = np.ones((64, 32), np.float32)
+    fn = lambda x, y: jnp.tanh(x @ y.T).sum(axis=0)  # noqa: E731
+    remote = jax.jit(fn).lower(a, a).compile()
+    local = jax.jit(fn, device=jax.devices("cpu")[0]).lower(a, a).compile()
+    stats, expected = remote.memory_analysis(), local.memory_analysis()
+    assert stats is not None
+    for field in ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+                  "temp_size_in_bytes"):
+        assert getattr(stats, field) == getattr(expected, field), (field, stats, expected)
 
 
 def _callback_refused(jax):

@@ -97,8 +97,16 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
                 yield worker_pb2.DispatchResponse(seq=op.seq, code=0)
 
     def GetBuffer(self, request, context):
-        with self.lock:
-            device = self.buffers.get(request.buffer_id)
+        # As a real worker does (after_seq, wait_ms), wait for the launch that makes the
+        # buffer: it comes on the Dispatch stream, which this fake reads on another thread.
+        wait_ms = 10_000 if request.after_seq else max(request.wait_ms, 0)
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
+            with self.lock:
+                device = self.buffers.get(request.buffer_id)
+            if device is not None or time.monotonic() >= deadline:
+                break
+            time.sleep(0.01)
         if device is None:
             context.abort(grpc.StatusCode.NOT_FOUND, f"no buffer {request.buffer_id}")
         data = struct.pack("<2f", device, device)
