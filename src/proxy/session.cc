@@ -252,6 +252,10 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kLoadedExecutableMetadataRequest:
       return HandleExecutableMetadata(request.loaded_executable_metadata_request(),
                                       response->mutable_loaded_executable_metadata_response());
+    case R::kLoadedExecutableHumanReadableProgramTextRequest:
+      return HandleProgramText(
+          request.loaded_executable_human_readable_program_text_request(),
+          response->mutable_loaded_executable_human_readable_program_text_response());
     case R::kLoadedExecutableCostAnalysisRequest:
       return HandleCostAnalysis(request.loaded_executable_cost_analysis_request(),
                                 response->mutable_loaded_executable_cost_analysis_response());

@@ -59,6 +59,8 @@ struct Executable {
   // As the (first) worker's plugin reported them; empty if it did not.
   std::map<std::string, double> cost_analysis;
   std::string compiled_memory_stats;  // serialized xla.CompiledMemoryStatsProto
+  // Asked of the worker when the client first wants them (Worker.DescribeProgram).
+  std::optional<absl::StatusOr<DescribeProgramResponse>> described;
 
   ~Executable();
 };
@@ -123,6 +125,11 @@ class Session {
   absl::Status HandleGetDefaultLayout(const wire::GetDefaultLayoutRequest& request,
                                       wire::GetDefaultLayoutResponse* response);
   absl::Status HandleCompile(const wire::CompileRequest& request, wire::CompileResponse* response);
+  absl::Status HandleProgramText(
+      const wire::LoadedExecutableHumanReadableProgramTextRequest& request,
+      wire::LoadedExecutableHumanReadableProgramTextResponse* response);
+  // The worker's description of `executable`, asked once.
+  const absl::StatusOr<DescribeProgramResponse>& Described(Executable& executable);
   absl::Status HandleCostAnalysis(const wire::LoadedExecutableCostAnalysisRequest& request,
                                   wire::LoadedExecutableCostAnalysisResponse* response);
   absl::Status HandleExecutableMetadata(const wire::LoadedExecutableMetadataRequest& request,

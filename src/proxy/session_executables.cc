@@ -368,16 +368,47 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
 absl::Status Session::HandleCostAnalysis(const wire::LoadedExecutableCostAnalysisRequest& request,
                                          wire::LoadedExecutableCostAnalysisResponse* response) {
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
-  if (executable->cost_analysis.empty()) {
-    *response->mutable_status() =
-        ToStatusProto(absl::UnimplementedError("the worker's plugin reports no cost analysis"));
-    return absl::OkStatus();
+  std::map<std::string, double> costs = executable->cost_analysis;
+  if (costs.empty()) {
+    const auto& described = Described(*executable);
+    if (!described.ok()) {
+      *response->mutable_status() = ToStatusProto(described.status());
+      return absl::OkStatus();
+    }
+    costs.insert(described->cost_analysis().begin(), described->cost_analysis().end());
   }
   auto* attributes = response->mutable_attributes()->mutable_attributes();
-  for (const auto& [name, value] : executable->cost_analysis) {
+  for (const auto& [name, value] : costs) {
     (*attributes)[name].set_float_value(static_cast<float>(value));
   }
   return absl::OkStatus();
+}
+
+absl::Status Session::HandleProgramText(
+    const wire::LoadedExecutableHumanReadableProgramTextRequest& request,
+    wire::LoadedExecutableHumanReadableProgramTextResponse* response) {
+  SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
+  const auto& described = Described(*executable);
+  if (!described.ok()) {
+    *response->mutable_status() = ToStatusProto(described.status());
+  } else {
+    response->set_human_readable_program_text(described->text());
+  }
+  return absl::OkStatus();
+}
+
+const absl::StatusOr<DescribeProgramResponse>& Session::Described(Executable& executable) {
+  if (!executable.described.has_value()) {
+    const ExecutablePart& part = executable.parts.front();
+    absl::StatusOr<DescribeProgramResponse> described =
+        DescribeProgram(part.worker, part.worker_id, part.epoch);
+    if (absl::IsFailedPrecondition(described.status())) {
+      // The client reads UNIMPLEMENTED as "not available here".
+      described = absl::UnimplementedError(described.status().message());
+    }
+    executable.described = std::move(described);
+  }
+  return *executable.described;
 }
 
 absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& request,

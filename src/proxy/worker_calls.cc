@@ -144,6 +144,21 @@ void CancelLaunches(WorkerConnection* worker, uint64_t session) {
   (void)call->stub->CancelLaunches(&context, request, &response);
 }
 
+absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker,
+                                                        uint64_t executable_id, uint64_t epoch) {
+  grpc::ClientContext context;
+  SetDeadline(&context, absl::Minutes(2));  // the first call loads jaxlib there
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return call.status();
+  if (call->epoch != epoch) return worker->CheckEpoch(epoch);
+  DescribeProgramRequest request;
+  request.set_executable_id(executable_id);
+  DescribeProgramResponse response;
+  absl::Status status = FromGrpcStatus(call->stub->DescribeProgram(&context, request, &response));
+  if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  return response;
+}
+
 absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);

@@ -47,6 +47,10 @@ struct Compiled {
 };
 absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request);
 
+// Worker.DescribeProgram for `executable_id` (made in `epoch`).
+absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker,
+                                                        uint64_t executable_id, uint64_t epoch);
+
 // Asks the worker to drop `session`'s launches that have not started. Best effort, short
 // deadline: a worker that does not answer runs them, and frees their outputs after.
 void CancelLaunches(WorkerConnection* worker, uint64_t session);

@@ -6,6 +6,7 @@
 #include "common/status_macros.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
+#include "worker/embedded_jaxlib.h"
 #include "xla/compile_options.pb.h"
 #include "xla/hlo_module.pb.h"
 #include "xla/xla_data.pb.h"
@@ -301,6 +302,31 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     window_.push_back(InFlight{std::move(launch->completions), std::move(context)});
   }
   return status;
+}
+
+absl::StatusOr<DescribeProgramResponse> Executor::Describe(uint64_t executable_id) const {
+  std::shared_ptr<const pjrt::Executable> executable;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = executables_.find(executable_id);
+    if (it == executables_.end()) {
+      return absl::NotFoundError(absl::StrCat("unknown executable ", executable_id));
+    }
+    executable = it->second.executable;
+  }
+  SY_ASSIGN_OR_RETURN(std::string optimized, executable->OptimizedProgram());
+  xla::HloModuleProtoWithConfig module;
+  if (!module.ParseFromString(optimized)) {
+    return absl::InternalError("the plugin's optimized program does not parse");
+  }
+  SY_ASSIGN_OR_RETURN(ProgramReport report,
+                      DescribeProgram(module.hlo_module().SerializeAsString()));
+  DescribeProgramResponse response;
+  response.set_text(std::move(report.text));
+  auto plugin_costs = executable->CostAnalysis();
+  auto& costs = plugin_costs.ok() ? *plugin_costs : report.costs;
+  for (auto& [name, value] : costs) (*response.mutable_cost_analysis())[name] = value;
+  return response;
 }
 
 std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {

@@ -47,6 +47,9 @@ class Executor {
                        std::shared_ptr<HostCallbacks::Stream> stream = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Worker.DescribeProgram.
+  absl::StatusOr<DescribeProgramResponse> Describe(uint64_t executable_id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Launches of `session` that have not started are dropped from now on: their outputs
   // get CANCELLED.
   void CancelSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);

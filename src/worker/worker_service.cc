@@ -388,6 +388,16 @@ grpc::Status WorkerService::Dispatch(
   return grpc::Status::OK;
 }
 
+grpc::Status WorkerService::DescribeProgram(grpc::ServerContext* context,
+                                            const DescribeProgramRequest* request,
+                                            DescribeProgramResponse* response) {
+  auto described =
+      Guarded("DescribeProgram", [&] { return executor_->Describe(request->executable_id()); });
+  if (!described.ok()) return ToGrpcStatus(described.status());
+  *response = *std::move(described);
+  return grpc::Status::OK;
+}
+
 grpc::Status WorkerService::ReturnHostCallback(grpc::ServerContext* context,
                                                const HostCallbackResult* request,
                                                ReturnHostCallbackResponse* response) {

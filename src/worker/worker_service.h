@@ -66,6 +66,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                         WorkerStats* response) override;
   grpc::Status CancelLaunches(grpc::ServerContext* context, const CancelLaunchesRequest* request,
                               CancelLaunchesResponse* response) override;
+  grpc::Status DescribeProgram(grpc::ServerContext* context, const DescribeProgramRequest* request,
+                               DescribeProgramResponse* response) override;
   grpc::Status ReturnHostCallback(grpc::ServerContext* context, const HostCallbackResult* request,
                                   ReturnHostCallbackResponse* response) override;
 

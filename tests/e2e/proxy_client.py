@@ -415,6 +415,15 @@ def introspection():
     for field in ("argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
                   "temp_size_in_bytes"):
         assert getattr(stats, field) == getattr(expected, field), (field, stats, expected)
+    # Cost analysis and text come from the worker's jaxlib (the CPU plugin has neither).
+    costs, local_costs = remote.cost_analysis(), local.cost_analysis()
+    assert costs is not None and costs["flops"] == local_costs["flops"], (costs, local_costs)
+    assert costs["bytes accessed"] == local_costs["bytes accessed"], (costs, local_costs)
+    text, local_text = remote.as_text(), local.as_text()
+    assert text is not None and text.startswith("HloModule"), text
+    # The same module and entry layout (local JAX prints more config and debug names).
+    assert local_text.splitlines()[0].startswith(text.splitlines()[0]), (text[:300], local_text[:300])
+    assert "tanh" in text, text
 
 
 def _callback_refused(jax):

@@ -1,5 +1,8 @@
 #pragma once
 
+// jaxlib inside a worker: an embedded interpreter of a Python that has jaxlib, for what
+// JAX does in-process that a bare PJRT plugin cannot.
+//
 // jaxlib's own custom-call kernels (LAPACK on CPU; cuSOLVER, cuBLAS, ... on GPU) in
 // this process's plugin. JAX lowers linear algebra to calls like `lapack_sgetrf_ffi`,
 // and a JAX process registers their handlers from jaxlib at start. A worker has no
@@ -12,6 +15,7 @@
 // scipy loaded into it.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,5 +35,16 @@ struct JaxKernels {
 // libpython; FAILED_PRECONDITION: no jaxlib there.
 absl::StatusOr<JaxKernels> RegisterJaxKernels(const pjrt::Ffi& ffi, const std::string& python,
                                               const std::string& platform);
+
+// An optimized program as JAX shows it on its CPU backend, for plugins whose C API
+// lacks it: its HLO text (`compiled.as_text()`) and XLA's cost analysis of it
+// (`compiled.cost_analysis()`), from a serialized HloModuleProto. Runs in the
+// interpreter RegisterJaxKernels started (FAILED_PRECONDITION without one); the first
+// call makes a CPU client there for the cost model.
+struct ProgramReport {
+  std::string text;
+  std::vector<std::pair<std::string, double>> costs;
+};
+absl::StatusOr<ProgramReport> DescribeProgram(const std::string& hlo_module_proto);
 
 }  // namespace switchyard::worker

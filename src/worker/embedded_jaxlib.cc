@@ -1,4 +1,4 @@
-#include "worker/jax_kernels.h"
+#include "worker/embedded_jaxlib.h"
 
 #include <dlfcn.h>
 #include <stdio.h>
@@ -6,8 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <memory>
 #include <string_view>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -79,6 +81,32 @@ def _sy_kernels(fd, platform):
     os.write(fd, ("\n".join(lines) + "\n").encode())
 )py";
 
+// Runs in the embedded interpreter: the text and cost analysis of the HloModuleProto
+// in `_sy_in`, written to `_sy_fd` as "<n>\n", n lines "<name>\t<value>", then the text.
+// The CPU client only runs the cost model; it is made on first use.
+constexpr std::string_view kDescribeScript = R"py(
+def _sy_describe(fd_in, fd_out):
+    import os
+    from jaxlib import _jax, xla_client
+    os.lseek(fd_in, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(fd_in, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    computation = xla_client.XlaComputation(b"".join(chunks))
+    text = computation.as_hlo_text()
+    global _sy_cpu_client
+    if "_sy_cpu_client" not in globals():
+        _sy_cpu_client = xla_client.make_cpu_client()
+    costs = _jax.hlo_module_cost_analysis(_sy_cpu_client, computation.get_hlo_module())
+    lines = ["%s\t%r" % (str(k).replace("\t", " ").replace("\n", " "), float(v))
+             for k, v in costs.items()]
+    os.write(fd_out, ("%d\n" % len(lines) + "".join(l + "\n" for l in lines) + text).encode())
+_sy_describe(_sy_in, _sy_fd)
+)py";
+
 struct PythonInfo {
   std::string libpython;
   std::string home;  // PYTHONHOME: prefix:exec_prefix
@@ -135,21 +163,39 @@ absl::StatusOr<PythonInfo> AskPython(const std::string& python) {
   return info;
 }
 
-// Starts the interpreter from `info` and runs `code` in it; returns what the code
-// wrote to the file descriptor it finds in `_sy_fd`.
-absl::StatusOr<std::string> RunEmbedded(const PythonInfo& info, const std::string& code) {
+// The embedded interpreter: started once, then entered with the GIL by whichever
+// thread needs it.
+struct Interpreter {
+  using RunFn = int (*)(const char*);
+  using GilEnsureFn = int (*)();
+  using GilReleaseFn = void (*)(int);
+  RunFn run = nullptr;
+  GilEnsureFn gil_ensure = nullptr;
+  GilReleaseFn gil_release = nullptr;
+  std::string path_setup;  // Python that sets sys.path as the real interpreter has it
+};
+
+absl::Mutex interpreter_mutex;
+Interpreter* interpreter ABSL_GUARDED_BY(interpreter_mutex) = nullptr;
+
+absl::Status StartInterpreter(const PythonInfo& info)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(interpreter_mutex) {
   void* lib = dlopen(info.libpython.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (lib == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("cannot load '", info.libpython, "': ", dlerror()));
   }
   using InitializeFn = void (*)(int);
-  using RunFn = int (*)(const char*);
   using SaveThreadFn = void* (*)();
   auto initialize = reinterpret_cast<InitializeFn>(dlsym(lib, "Py_InitializeEx"));
-  auto run = reinterpret_cast<RunFn>(dlsym(lib, "PyRun_SimpleString"));
   auto save_thread = reinterpret_cast<SaveThreadFn>(dlsym(lib, "PyEval_SaveThread"));
-  if (initialize == nullptr || run == nullptr || save_thread == nullptr) {
+  auto started = std::make_unique<Interpreter>();
+  started->run = reinterpret_cast<Interpreter::RunFn>(dlsym(lib, "PyRun_SimpleString"));
+  started->gil_ensure = reinterpret_cast<Interpreter::GilEnsureFn>(dlsym(lib, "PyGILState_Ensure"));
+  started->gil_release =
+      reinterpret_cast<Interpreter::GilReleaseFn>(dlsym(lib, "PyGILState_Release"));
+  if (initialize == nullptr || save_thread == nullptr || started->run == nullptr ||
+      started->gil_ensure == nullptr || started->gil_release == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", info.libpython, "' lacks the embedding API"));
   }
@@ -163,34 +209,64 @@ absl::StatusOr<std::string> RunEmbedded(const PythonInfo& info, const std::strin
   } else {
     setenv("PYTHONHOME", saved.c_str(), 1);
   }
-
-  FILE* out = tmpfile();
-  if (out == nullptr) return absl::InternalError("tmpfile failed");
+  save_thread();  // release the GIL: callers take it with gil_ensure
   std::vector<std::string> path;
   for (const std::string& entry : info.path) path.push_back(PythonLiteral(entry));
-  std::string script = absl::StrCat("import sys\nsys.path[:] = [", absl::StrJoin(path, ", "),
-                                    "]\n_sy_fd = ", fileno(out), "\n", code);
-  int rc = run(script.c_str());
-  save_thread();  // the kernels need no GIL; nothing else runs Python here
-  std::string output;
-  rewind(out);
-  char chunk[4096];
+  started->path_setup =
+      absl::StrCat("import sys\nsys.path[:] = [", absl::StrJoin(path, ", "), "]\n");
+  interpreter = started.release();
+  return absl::OkStatus();
+}
+
+std::string ReadAll(FILE* file) {
+  std::string data;
+  rewind(file);
+  char chunk[1 << 16];
   size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), out)) > 0) output.append(chunk, n);
-  fclose(out);
+  while ((n = fread(chunk, 1, sizeof(chunk), file)) > 0) data.append(chunk, n);
+  return data;
+}
+
+// Runs `code` in the interpreter, which finds `input` in the file with descriptor
+// `_sy_in` and writes its answer to the one in `_sy_fd`; returns that answer.
+absl::StatusOr<std::string> RunPython(const std::string& code, const std::string& input = "")
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(interpreter_mutex) {
+  if (interpreter == nullptr) {
+    return absl::FailedPreconditionError("no embedded Python (start the worker with --python)");
+  }
+  FILE* in = tmpfile();
+  FILE* out = tmpfile();
+  absl::Cleanup close = [&] {
+    if (in != nullptr) fclose(in);
+    if (out != nullptr) fclose(out);
+  };
+  if (in == nullptr || out == nullptr) return absl::InternalError("tmpfile failed");
+  if (!input.empty() && fwrite(input.data(), 1, input.size(), in) != input.size()) {
+    return absl::InternalError("could not stage the embedded Python's input");
+  }
+  fflush(in);
+  std::string script = absl::StrCat(interpreter->path_setup, "_sy_in = ", fileno(in),
+                                    "\n_sy_fd = ", fileno(out), "\n", code);
+  int state = interpreter->gil_ensure();
+  int rc = interpreter->run(script.c_str());
+  interpreter->gil_release(state);
   if (rc != 0) {
     return absl::InternalError("the embedded Python raised (its traceback is on stderr)");
   }
-  return output;
+  return ReadAll(out);
 }
 
 absl::StatusOr<JaxKernels> Register(const pjrt::Ffi& ffi, const std::string& python,
                                     const std::string& platform) {
   SY_ASSIGN_OR_RETURN(PythonInfo info, AskPython(python));
-  SY_ASSIGN_OR_RETURN(
-      std::string output,
-      RunEmbedded(info, absl::StrCat(std::string(kKernelScript), "\n_sy_kernels(_sy_fd, ",
-                                     PythonLiteral(platform), ")\n")));
+  std::string output;
+  {
+    absl::MutexLock lock(&interpreter_mutex);
+    if (interpreter == nullptr) SY_RETURN_IF_ERROR(StartInterpreter(info));
+    SY_ASSIGN_OR_RETURN(output,
+                        RunPython(absl::StrCat(std::string(kKernelScript), "\n_sy_kernels(_sy_fd, ",
+                                               PythonLiteral(platform), ")\n")));
+  }
   JaxKernels kernels;
   for (absl::string_view line : absl::StrSplit(output, '\n', absl::SkipEmpty())) {
     std::vector<std::string> fields = absl::StrSplit(line, '\t');
@@ -223,6 +299,36 @@ absl::StatusOr<JaxKernels> Register(const pjrt::Ffi& ffi, const std::string& pyt
 }
 
 }  // namespace
+
+absl::StatusOr<ProgramReport> DescribeProgram(const std::string& hlo_module_proto) {
+  std::string output;
+  {
+    absl::MutexLock lock(&interpreter_mutex);
+    SY_ASSIGN_OR_RETURN(output, RunPython(std::string(kDescribeScript), hlo_module_proto));
+  }
+  ProgramReport report;
+  size_t pos = output.find('\n');
+  int count = 0;
+  if (pos == std::string::npos || !absl::SimpleAtoi(output.substr(0, pos), &count) || count < 0) {
+    return absl::InternalError("unreadable program description from the embedded jaxlib");
+  }
+  ++pos;
+  for (int i = 0; i < count; ++i) {
+    size_t end = output.find('\n', pos);
+    if (end == std::string::npos) {
+      return absl::InternalError("truncated program description from the embedded jaxlib");
+    }
+    std::string line = output.substr(pos, end - pos);
+    pos = end + 1;
+    size_t tab = line.find('\t');
+    double value = 0;
+    if (tab != std::string::npos && absl::SimpleAtod(line.substr(tab + 1), &value)) {
+      report.costs.emplace_back(line.substr(0, tab), value);
+    }
+  }
+  report.text = output.substr(pos);
+  return report;
+}
 
 absl::StatusOr<JaxKernels> RegisterJaxKernels(const pjrt::Ffi& ffi, const std::string& python,
                                               const std::string& platform) {
