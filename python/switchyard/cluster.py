@@ -33,8 +33,8 @@ def find_plugin() -> str:
 
 
 def find_python() -> str:
-    """A Python with jaxlib for the workers' kernels: $SWITCHYARD_PYTHON, else this one."""
-    return os.environ.get("SWITCHYARD_PYTHON", sys.executable)
+    """A Python with jaxlib for the workers' kernels: $SWITCHYARD_WORKER_PYTHON, else this one."""
+    return os.environ.get("SWITCHYARD_WORKER_PYTHON", sys.executable)
 
 
 def free_port() -> int:

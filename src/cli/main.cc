@@ -27,7 +27,7 @@ ABSL_FLAG(std::string, pjrt_plugin, "",
           "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
 ABSL_FLAG(std::string, python, "",
           "A Python executable with jaxlib (the clients' newest): workers register its "
-          "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_PYTHON; "
+          "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_WORKER_PYTHON; "
           "none: programs that call them fail)");
 
 namespace {

@@ -257,7 +257,8 @@ int RunUp(const char* argv0) {
     return 2;
   }
   std::string python = absl::GetFlag(FLAGS_python);
-  if (const char* env = std::getenv("SWITCHYARD_PYTHON"); python.empty() && env) python = env;
+  if (const char* env = std::getenv("SWITCHYARD_WORKER_PYTHON"); python.empty() && env)
+    python = env;
   const std::string host = absl::GetFlag(FLAGS_listen_host);
   const int rm_port = absl::GetFlag(FLAGS_rm_port);
   const int worker_port = absl::GetFlag(FLAGS_worker_port);

@@ -53,7 +53,7 @@ int RunWorker() {
     options.pjrt_plugin = env;
   }
   options.python = absl::GetFlag(FLAGS_python);
-  if (const char* env = std::getenv("SWITCHYARD_PYTHON"); options.python.empty() && env) {
+  if (const char* env = std::getenv("SWITCHYARD_WORKER_PYTHON"); options.python.empty() && env) {
     options.python = env;
   }
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);

@@ -206,7 +206,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   if (executable->devices.size() == 1) {
     executable->output_shardings.assign(outputs, Replicated());
     executable->shardings_known = true;
-  } else if (!first.output_sharding().empty()) {
+  } else if (!first.output_sharding().empty() || first.has_output_sharding()) {
     OpSharding sharding;
     if (!sharding.ParseFromString(first.output_sharding())) {
       return absl::InternalError("worker sent a malformed output sharding");

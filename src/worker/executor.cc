@@ -167,7 +167,10 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
     if (module.ParseFromString(*optimized)) {
       const xla::HloModuleProto& hlo = module.hlo_module();
       if (hlo.has_spmd_output_sharding()) {
+        // A replicated sharding serializes to no bytes (jax 0.10's shard_map with
+        // out_specs=P()): say that it is there.
         response.set_output_sharding(hlo.spmd_output_sharding().SerializeAsString());
+        response.set_has_output_sharding(true);
       }
       for (const xla::OpSharding& sharding : hlo.spmd_parameters_shardings()) {
         response.add_parameter_shardings(sharding.SerializeAsString());

@@ -173,6 +173,8 @@ def cpp_shard_args():
     # jaxlib's C++ argument path sends MakeArraysFromHostBufferShards.
     jax, jnp = jax_modules()
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    if not hasattr(jax.config, "jax_use_cpp_shard_args"):
+        return  # jax 0.10 has no such switch
     jax.config.update("jax_use_cpp_shard_args", True)
     try:
         mesh = Mesh(np.array(jax.devices()[:4]), ("x",))

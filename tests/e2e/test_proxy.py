@@ -23,6 +23,7 @@ def cluster():
 
 
 NEWEST_CLIENT = HERE.parents[1] / ".venv-jax-0.12" / "bin" / "python"
+OLDEST_CLIENT = HERE.parents[1] / ".venv-jax-0.10" / "bin" / "python"
 
 
 def run_client(cluster, init, *checks, timeout=300, python=sys.executable):
@@ -49,19 +50,18 @@ def test_whole_suite_with_switchyard_initialize(cluster):
     assert result.stdout.count("PASS ") == len(CHECKS)
 
 
-def test_whole_suite_with_the_newest_jax_client(cluster):
-    # jax/jaxlib 0.12.0.1 (protocol 16..25, SerDes 2..6) with pathwaysutils; ./dev setup
-    # makes this venv.
-    assert NEWEST_CLIENT.exists(), "run ./dev setup: .venv-jax-0.12 is missing"
-    result = run_client(cluster, "pathwaysutils", python=NEWEST_CLIENT)
-    assert result.returncode == 0, result.stderr[-4000:]
-    assert result.stdout.count("PASS ") == len(CHECKS)
+# The other clients: jax/jaxlib 0.12.0.1 (protocol 16..25, SerDes 2..6) and 0.10.2 on
+# Python 3.11 (SerDes 3); ./dev setup makes their venvs. They get switchyard from the
+# source tree (host callbacks need switchyard.initialize()).
+OTHER_CLIENTS = {"0.12": NEWEST_CLIENT, "0.10": OLDEST_CLIENT}
 
 
-def test_whole_suite_with_switchyard_initialize_on_the_newest_jax_client(cluster):
-    # Host callbacks need switchyard.initialize(); the newest client gets them too.
-    assert NEWEST_CLIENT.exists(), "run ./dev setup: .venv-jax-0.12 is missing"
-    result = run_client(cluster, "switchyard", python=NEWEST_CLIENT)
+@pytest.mark.parametrize("init", ["pathwaysutils", "switchyard"])
+@pytest.mark.parametrize("version", list(OTHER_CLIENTS))
+def test_whole_suite_with_another_jax_client(cluster, version, init):
+    python = OTHER_CLIENTS[version]
+    assert python.exists(), f"run ./dev setup: the jax {version} client venv is missing"
+    result = run_client(cluster, init, python=python)
     assert result.returncode == 0, result.stderr[-4000:]
     assert result.stdout.count("PASS ") == len(CHECKS)
 
