@@ -405,6 +405,145 @@ def linalg():
     on_both(lambda m: jnp.linalg.solve(m, m), rng.randn(3, 6, 6).astype(np.float32), **tol)
 
 
+def _on_device(device, fn):
+    import jax
+    with jax.default_device(device):
+        return fn()
+
+
+@check
+def training_libraries():
+    # What a training script uses besides jit: flax (linen and nnx) with optax, a small
+    # transformer block on a 2x2 mesh, orbax, multihost_utils, make_array_from_callback.
+    # Each runs through the proxy and on the local CPU, and must agree.
+    import importlib.util
+    jax, jnp = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    proxy, cpu = jax.devices()[0], jax.devices("cpu")[0]
+    rng = np.random.RandomState(0)
+    xs = rng.randn(16, 8).astype(np.float32)
+    ys = rng.randn(16, 2).astype(np.float32)
+
+    # make_array_from_callback over 4 devices.
+    mesh = Mesh(np.array(jax.devices()[:4]).reshape(2, 2), ("data", "model"))
+    whole = np.arange(64, dtype=np.float32).reshape(8, 8)
+    made = jax.make_array_from_callback(whole.shape, NamedSharding(mesh, P("data", "model")),
+                                        lambda index: whole[index])
+    np.testing.assert_array_equal(np.asarray(made), whole)
+    assert len(made.addressable_shards) == 4
+
+    # multihost_utils in a single-controller process.
+    from jax.experimental import multihost_utils
+    np.testing.assert_array_equal(multihost_utils.process_allgather(made, tiled=True), whole)
+    np.testing.assert_array_equal(np.asarray(multihost_utils.broadcast_one_to_all(whole)), whole)
+    multihost_utils.sync_global_devices("switchyard")
+
+    # A transformer block, sharded data x model, against the unsharded local result.
+    d, heads = 8, 2
+    params = {k: rng.randn(*shape).astype(np.float32) * 0.3 for k, shape in
+              {"wq": (d, d), "wk": (d, d), "wv": (d, d), "wo": (d, d), "w1": (d, 16),
+               "w2": (16, d)}.items()}
+    tokens = rng.randn(4, 6, d).astype(np.float32)
+
+    def block(p, x):
+        def split(t):
+            return t.reshape(t.shape[0], t.shape[1], heads, d // heads)
+        q, k, v = split(x @ p["wq"]), split(x @ p["wk"]), split(x @ p["wv"])
+        attn = jax.nn.softmax(jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(d // heads), axis=-1)
+        x = x + jnp.einsum("bhqk,bkhd->bqhd", attn, v).reshape(x.shape) @ p["wo"]
+        return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
+
+    def loss(p, x):
+        return jnp.mean(block(p, x) ** 2)
+
+    shard_params = {k: jax.device_put(v, NamedSharding(mesh, P(None, "model")))
+                    for k, v in params.items()}
+    shard_tokens = jax.device_put(tokens, NamedSharding(mesh, P("data")))
+    remote_loss, remote_grads = jax.jit(jax.value_and_grad(loss))(shard_params, shard_tokens)
+    local_loss, local_grads = jax.jit(jax.value_and_grad(loss), device=cpu)(params, tokens)
+    np.testing.assert_allclose(float(remote_loss), float(local_loss), rtol=1e-5)
+    for k in params:
+        np.testing.assert_allclose(np.asarray(remote_grads[k]), np.asarray(local_grads[k]),
+                                   rtol=1e-4, atol=1e-6)
+
+    # orbax: save a sharded pytree, restore it with its shardings.
+    import tempfile
+    import orbax.checkpoint as ocp
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpointer = ocp.StandardCheckpointer()
+        checkpointer.save(f"{tmp}/ckpt", shard_params)
+        checkpointer.wait_until_finished()
+        target = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=a.sharding),
+                              shard_params)
+        restored = checkpointer.restore(f"{tmp}/ckpt", target)
+        for k in params:
+            np.testing.assert_array_equal(np.asarray(restored[k]), params[k])
+            assert restored[k].sharding == shard_params[k].sharding
+
+    if importlib.util.find_spec("flax") is None:
+        print("no flax in this client's venv: flax part skipped", flush=True)
+        return
+    import optax
+    from flax import linen, nnx
+
+    class Linen(linen.Module):
+        @linen.compact
+        def __call__(self, x):
+            return linen.Dense(2)(jax.nn.relu(linen.Dense(16)(x)))
+
+    def train_linen():
+        model, opt = Linen(), optax.adam(1e-2)
+        variables = model.init(jax.random.key(0), xs)
+        state = opt.init(variables)
+
+        @jax.jit
+        def step(v, s, x, y):
+            value, grads = jax.value_and_grad(
+                lambda v: jnp.mean((model.apply(v, x) - y) ** 2))(v)
+            updates, s = opt.update(grads, s, v)
+            return optax.apply_updates(v, updates), s, value
+        losses = []
+        for _ in range(5):
+            variables, state, value = step(variables, state, xs, ys)
+            losses.append(float(value))
+        return losses
+
+    np.testing.assert_allclose(_on_device(proxy, train_linen), _on_device(cpu, train_linen),
+                               rtol=1e-5)
+
+    def train_nnx():
+        model = nnx.Sequential(nnx.Linear(8, 16, rngs=nnx.Rngs(0)), nnx.relu,
+                               nnx.Linear(16, 2, rngs=nnx.Rngs(1)))
+        optimizer = nnx.Optimizer(model, optax.sgd(0.05), wrt=nnx.Param)
+
+        @nnx.jit
+        def step(model, optimizer, x, y):
+            value, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+            optimizer.update(model, grads)
+            return value
+        return [float(step(model, optimizer, xs, ys)) for _ in range(5)]
+
+    np.testing.assert_allclose(_on_device(proxy, train_nnx), _on_device(cpu, train_nnx), rtol=1e-5)
+
+
+@check
+def live_arrays():
+    # jax 0.11.2's np.asarray of a proxy array keeps one more array alive (the client
+    # asks FullyReplicatedShard and DisassembleIntoSingleDeviceArrays, destructs one and
+    # keeps the other with the array): jax.live_arrays() shows it until the array goes,
+    # then nothing is left, on the client nor on the server.
+    import gc
+    jax, _ = jax_modules()
+    gc.collect()
+    baseline = len(jax.live_arrays())
+    x = jax.device_put(np.arange(6, dtype=np.float32), jax.devices()[1])
+    np.testing.assert_array_equal(np.asarray(x), np.arange(6))
+    assert len(jax.live_arrays()) - baseline in (1, 2), jax.live_arrays()
+    del x
+    gc.collect()
+    assert len(jax.live_arrays()) == baseline, jax.live_arrays()
+
+
 @check
 def introspection():
     jax, jnp = jax_modules()
