@@ -256,6 +256,9 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
       return HandleProgramText(
           request.loaded_executable_human_readable_program_text_request(),
           response->mutable_loaded_executable_human_readable_program_text_response());
+    case R::kMakeErrorArraysRequest:
+      return HandleMakeErrorArrays(request.make_error_arrays_request(),
+                                   response->mutable_make_error_arrays_response());
     case R::kLoadedExecutableCostAnalysisRequest:
       return HandleCostAnalysis(request.loaded_executable_cost_analysis_request(),
                                 response->mutable_loaded_executable_cost_analysis_response());

@@ -96,6 +96,8 @@ class Session {
   absl::Status HandleCheckFuture(const wire::CheckFutureRequest& request);
   absl::Status HandleMakeArrayFromHostBuffer(const wire::MakeArrayFromHostBufferRequest& request,
                                              wire::MakeArrayFromHostBufferResponse* response);
+  absl::Status HandleMakeErrorArrays(const wire::MakeErrorArraysRequest& request,
+                                     wire::MakeErrorArraysResponse* response);
   absl::Status HandleMakeArraysFromHostBufferShards(
       const wire::MakeArraysFromHostBufferShardsRequest& request,
       wire::MakeArraysFromHostBufferShardsResponse* response);

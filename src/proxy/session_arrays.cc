@@ -209,6 +209,33 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
   return absl::OkStatus();
 }
 
+absl::Status Session::HandleMakeErrorArrays(const wire::MakeErrorArraysRequest& request,
+                                            wire::MakeErrorArraysResponse* response) {
+  absl::Status error = FromStatusProto(request.error());
+  if (error.ok()) return absl::InvalidArgumentError("MakeErrorArrays needs an error");
+  if (request.array_handles_size() != request.array_specs_size()) {
+    return absl::InvalidArgumentError("one array handle per spec is required");
+  }
+  // Arrays of shards that were never made: every use reports `error`.
+  std::vector<std::shared_ptr<Array>> made;
+  for (const auto& spec : request.array_specs()) {
+    auto array = std::make_shared<Array>();
+    SY_ASSIGN_OR_RETURN(array->dtype, FromDTypeProto(spec.dtype()));
+    SY_ASSIGN_OR_RETURN(array->shape, FromShapeProto(spec.shape()));
+    SY_ASSIGN_OR_RETURN(array->sharding, ParseSharding(spec.sharding()));
+    for (int64_t device : array->sharding.devices) {
+      SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+      array->shards.push_back(RemoteBuffer::Lost(worker, device, error));
+    }
+    made.push_back(std::move(array));
+  }
+  for (size_t i = 0; i < made.size(); ++i) {
+    SY_RETURN_IF_ERROR(arrays_.Add(request.array_handles(static_cast<int>(i)), std::move(made[i])));
+    response->add_array_handles(request.array_handles(static_cast<int>(i)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::HandleMakeArraysFromHostBufferShards(
     const wire::MakeArraysFromHostBufferShardsRequest& request,
     wire::MakeArraysFromHostBufferShardsResponse* response) {

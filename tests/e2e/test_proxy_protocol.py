@@ -333,3 +333,30 @@ def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
         assert ran < 150, f"{ran} of 301 launches ran after the client died"
     finally:
         client.kill()
+
+
+def test_error_arrays_report_their_error_where_they_are_used(cluster):
+    from ifrt import status_pb2
+    session = RawSession(channel(cluster.target))
+    session.request(init_request=s.InitRequest())
+    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=1).SerializeToString()))
+    spec = t.ArraySpecProto(dtype=t.DTypeProto(kind=t.DTypeProto.KIND_F32),
+                            shape=t.ShapeProto(dims=[3]), sharding=sharding)
+    made = session.request(make_error_arrays_request=s.MakeErrorArraysRequest(
+        error=status_pb2.StatusProto(code=9, message="the input pipeline failed"),
+        array_specs=[spec, spec], array_handles=[501, 502]))
+    assert status(made) == OK, made
+    assert list(made.make_error_arrays_response.array_handles) == [501, 502]
+    fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+        host_buffer_handle=503, array_handle=501))
+    assert status(fetched) == 9 and "the input pipeline failed" in \
+        fetched.response_metadata.status.message, fetched
+    # No error is no error array; the session goes on.
+    refused = session.request(make_error_arrays_request=s.MakeErrorArraysRequest(
+        array_specs=[spec], array_handles=[504]))
+    assert status(refused) == grpc.StatusCode.INVALID_ARGUMENT.value[0], refused
+    assert status(session.request(get_default_device_assignment_request=(
+        s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
+    session.close()
