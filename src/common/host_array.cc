@@ -81,6 +81,10 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
 absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
                                         const std::vector<int64_t>& byte_strides,
                                         int64_t element_bytes) {
+  if (element_bytes <= 0) {
+    // Tokens and sub-byte types: no byte-addressed host layout.
+    return absl::InvalidArgumentError("arrays of this element type have no host layout");
+  }
   const int64_t elements = NumElements(shape);
   if (byte_strides.empty() || elements == 0) return elements * element_bytes;
   if (byte_strides.size() != shape.size()) {
@@ -133,6 +137,9 @@ absl::StatusOr<std::string> ExtractShard(absl::string_view host, const std::vect
 absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& shape,
                          const std::vector<int64_t>& byte_strides, int64_t element_bytes,
                          const IndexDomain& domain, absl::Span<char> host) {
+  if (element_bytes <= 0) {
+    return absl::InvalidArgumentError("arrays of this element type have no host layout");
+  }
   if (static_cast<int64_t>(shard.size()) != NumElements(domain.shape()) * element_bytes) {
     return absl::InternalError("shard size does not match its domain");
   }

@@ -62,6 +62,10 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
   array->shape = shape;
   array->shards.resize(sharding.devices.size());
   const int64_t element_bytes = ElementBytes(dtype);
+  if (element_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("arrays of dtype ", DType_Name(dtype), " cannot be made from host data"));
+  }
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];

@@ -360,3 +360,31 @@ def test_error_arrays_report_their_error_where_they_are_used(cluster):
     assert status(session.request(get_default_device_assignment_request=(
         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
     session.close()
+
+
+@pytest.mark.parametrize("strides", [[], [4]])
+def test_token_arrays_from_host_data_are_refused(cluster, strides):
+    # Token arrays (ordered effects) have no host form: an upload of one with byte
+    # strides once divided by their zero element size.
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
+                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
+                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=61, buffer_size=4)
+    store(iter([g.GrpcHostBufferStoreRequest(data=b"\0" * 4)]), metadata=[
+        ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    request = s.MakeArrayFromHostBufferRequest(
+        dtype=t.DTypeProto(kind=t.DTypeProto.KIND_TOKEN), shape=t.ShapeProto(dims=[4]),
+        sharding=sharding, host_buffer_handle=61, array_handle=62)
+    if strides:
+        request.byte_strides.strides.extend(strides)
+    made = session.request(make_array_from_host_buffer_request=request)
+    assert status(made) == grpc.StatusCode.INVALID_ARGUMENT.value[0], made
+    assert status(session.request(get_default_device_assignment_request=(
+        s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
+    session.close()
