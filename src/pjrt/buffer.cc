@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_
   }
   int64_t elements = 1;
   for (int64_t dim : buffer->dims_) elements *= dim;
-  buffer->host_size_bytes_ = DenseByteSize(buffer->dtype_, elements);
+  buffer->host_size_bytes_ = HostByteSize(buffer->dtype_, elements);
   // Padded or tiled device layouts take more (or other) bytes than the dense copy.
   Args<PJRT_Buffer_OnDeviceSizeInBytes_Args> on_device;
   on_device->buffer = handle;

@@ -197,7 +197,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
     if (dim < 0) return absl::InvalidArgumentError("negative dimension");
     elements *= dim;
   }
-  int64_t expected = DenseByteSize(dtype, elements);
+  int64_t expected = HostByteSize(dtype, elements);
   if (expected != static_cast<int64_t>(data.size())) {
     return absl::InvalidArgumentError(absl::StrCat("host data has ", data.size(), " bytes; ",
                                                    DTypeName(dtype), "[", absl::StrJoin(dims, ","),

@@ -116,4 +116,13 @@ int64_t DenseByteSize(DType dtype, int64_t num_elements) {
   return (num_elements * BitWidth(dtype) + 7) / 8;
 }
 
+int HostElementBytes(DType dtype) {
+  const int bits = BitWidth(dtype);
+  return bits == 0 ? 0 : (bits < 8 ? 1 : bits / 8);
+}
+
+int64_t HostByteSize(DType dtype, int64_t num_elements) {
+  return num_elements * HostElementBytes(dtype);
+}
+
 }  // namespace switchyard::pjrt

@@ -42,7 +42,11 @@ enum class DType : int {
 // Bits per element; 0 for kInvalid or an unknown value.
 int BitWidth(DType dtype);
 std::string DTypeName(DType dtype);
-// Dense byte size of an array of `num_elements` (sub-byte types packed two per byte).
+// Dense byte size of an array of `num_elements` in device memory (sub-byte types packed).
 int64_t DenseByteSize(DType dtype, int64_t num_elements);
+// Bytes per element in host memory as PJRT takes and gives arrays (and as JAX's numpy
+// arrays hold them): sub-byte types take one byte each, unpacked. 0 for tokens.
+int HostElementBytes(DType dtype);
+int64_t HostByteSize(DType dtype, int64_t num_elements);
 
 }  // namespace switchyard::pjrt

@@ -34,6 +34,11 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
     case DTypeProto::KIND_F8E4M3:
     case DTypeProto::KIND_F8E3M4:
     case DTypeProto::KIND_F8E8M0FNU:
+    case DTypeProto::KIND_S4:
+    case DTypeProto::KIND_U4:
+    case DTypeProto::KIND_S2:
+    case DTypeProto::KIND_U2:
+    case DTypeProto::KIND_F4E2M1FN:
     case DTypeProto::KIND_TOKEN:
       return static_cast<DType>(proto.kind());
     default:
@@ -62,6 +67,12 @@ int64_t ElementBytes(DType dtype) {
     case F8E4M3:
     case F8E3M4:
     case F8E8M0FNU:
+    // Sub-byte types travel unpacked, one byte per element, as JAX holds them.
+    case S4:
+    case U4:
+    case S2:
+    case U2:
+    case F4E2M1FN:
       return 1;
     case S16:
     case U16:

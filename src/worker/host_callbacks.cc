@@ -18,7 +18,8 @@ constexpr const char* kCpuTargets[] = {"xla_ffi_python_cpu_callback",
 
 absl::Status CheckDescribable(const pjrt::FfiBuffer& buffer, const char* what, size_t i) {
   if (buffer.token) return absl::OkStatus();
-  if (pjrt::BitWidth(buffer.dtype) == 0) {
+  // Sub-byte types lie packed in device memory; the client would want them unpacked.
+  if (pjrt::BitWidth(buffer.dtype) < 8) {
     return absl::UnimplementedError(absl::StrCat("host callback ", what, " ", i,
                                                  " has an element type Switchyard cannot carry (",
                                                  static_cast<int>(buffer.dtype), ")"));

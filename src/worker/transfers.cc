@@ -30,7 +30,7 @@ absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
   }
   const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
   SY_ASSIGN_OR_RETURN(const int64_t elements, CheckedElements(dims, "buffer header"));
-  int64_t bytes = pjrt::DenseByteSize(dtype, elements);
+  int64_t bytes = pjrt::HostByteSize(dtype, elements);
   if (static_cast<uint64_t>(bytes) != header.size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(pjrt::DTypeName(dtype), " array of ", elements,
                                                    " elements has ", bytes, " bytes, not ",
@@ -143,7 +143,7 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
   SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
   const auto dtype = static_cast<pjrt::DType>(header.dtype());
-  const int64_t element_bytes = pjrt::BitWidth(dtype) / 8;
+  const int64_t element_bytes = pjrt::HostElementBytes(dtype);
   if (element_bytes == 0) return absl::UnimplementedError("sub-byte types cannot be assembled");
   const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
   // The common case, a whole buffer moved: no cutting and pasting.

@@ -110,6 +110,20 @@ def dtypes():
         a = (np.arange(12).reshape(3, 4) % 5 + 1).astype(dtype)
         on_both(lambda v: (v.astype(jnp.float32) * 2).astype(v.dtype), a, rtol=0.2)
         on_both(lambda v: v.astype(jnp.float32) + 1, a, rtol=0.1)
+    # Sub-byte types travel unpacked (one byte per element, as numpy holds them); the
+    # devices pack them.
+    jax, _ = jax_modules()
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    mesh = Mesh(np.array(jax.devices()[:4]), ("x",))
+    for name in ("int2", "uint2", "int4", "uint4", "float4_e2m1fn"):
+        dtype = getattr(ml_dtypes, name)
+        a = (np.arange(32).reshape(8, 4) % 2).astype(dtype)
+        on_both(lambda v: v.astype(jnp.float32) * 2, a)
+        on_both(lambda v: v[::-1], a)
+        sharded = jax.device_put(a, NamedSharding(mesh, P("x")))
+        np.testing.assert_array_equal(np.asarray(sharded).astype(np.float32), a.astype(np.float32))
+        moved = jax.device_put(sharded, jax.devices()[5])  # to the other slice's worker
+        np.testing.assert_array_equal(np.asarray(moved).astype(np.float32), a.astype(np.float32))
 
 
 @check
