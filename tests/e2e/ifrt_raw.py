@@ -31,6 +31,18 @@ def channel(target: str) -> grpc.Channel:
         ("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)])
 
 
+def host_buffer_store(ch):
+    """The HostBufferStore client-stream call (metadata: see `store_metadata`)."""
+    return ch.stream_unary(SERVICE + "HostBufferStore",
+                           request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
+                           response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+
+
+def store_metadata(session_id: int, handle: int, size: int) -> list:
+    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=handle, buffer_size=size)
+    return [("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())]
+
+
 def get_version(ch, min_protocol=16, max_protocol=25, min_serdes=0, max_serdes=6):
     stub = gg.GrpcIfrtServiceStub(ch)
     return stub.GetVersion(g.GrpcGetVersionRequest(

@@ -14,7 +14,8 @@ import pytest
 
 import switchyard
 from conftest import worker_buffers, worker_stat
-from ifrt_raw import RawSession, channel, g, get_version, s, t
+from ifrt_raw import (RawSession, channel, g, get_version, host_buffer_store, s, store_metadata,
+                      t)
 
 OK = 0
 
@@ -140,19 +141,16 @@ def test_host_buffer_rpcs_check_the_session(cluster):
     with pytest.raises(grpc.RpcError) as e:
         list(stub_lookup(g.GrpcHostBufferLookupRequest(session_id=42, handle=1)))
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
-    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
-                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
-                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+    store = host_buffer_store(ch)
     with pytest.raises(grpc.RpcError) as e:
         store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]))
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # no metadata
 
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=9, buffer_size=10)
     with pytest.raises(grpc.RpcError) as e:
-        store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]), metadata=[
-            ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+        store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]),
+              metadata=store_metadata(session_id, 9, 10))
     assert e.value.code() == grpc.StatusCode.DATA_LOSS
     session.close()
 
@@ -255,18 +253,14 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
-                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
-                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
+    store = host_buffer_store(ch)
     size = 12 << 20
     chunks = queue.Queue()
-    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=41, buffer_size=size)
     upload_error = {}
 
     def upload():
         try:
-            store(iter(chunks.get, None), metadata=[
-                ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+            store(iter(chunks.get, None), metadata=store_metadata(session_id, 41, size))
         except grpc.RpcError as e:
             upload_error["code"] = e.code()
 
@@ -369,12 +363,8 @@ def test_token_arrays_from_host_data_are_refused(cluster, strides):
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    store = ch.stream_unary("/xla.ifrt.proxy.GrpcIfrtService/HostBufferStore",
-                            request_serializer=g.GrpcHostBufferStoreRequest.SerializeToString,
-                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
-    metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=61, buffer_size=4)
-    store(iter([g.GrpcHostBufferStoreRequest(data=b"\0" * 4)]), metadata=[
-        ("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())])
+    host_buffer_store(ch)(iter([g.GrpcHostBufferStoreRequest(data=b"\0" * 4)]),
+                          metadata=store_metadata(session_id, 61, 4))
     sharding = t.ShardingProto(serialized_sharding=t.Serialized(
         type_name="xla::ifrt::SingleDeviceSharding",
         data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
