@@ -25,8 +25,9 @@ struct Routed {
   FfiCallHandler handler;
 };
 xffi::TypeId Routed::id = {};
-const XLA_FFI_TypeInfo kRoutedInfo = {sizeof(XLA_FFI_TypeInfo), nullptr,
-                                      [](void* data) { delete static_cast<Routed*>(data); }};
+// The ExecuteContext frees the data itself: plugins differ on whether destroying a
+// context calls this deleter (the jaxlib 0.11.2 CPU plugin does not), so it does nothing.
+const XLA_FFI_TypeInfo kRoutedInfo = {sizeof(XLA_FFI_TypeInfo), nullptr, [](void*) {}};
 
 FfiBuffer ToFfiBuffer(const xffi::AnyBuffer& buffer) {
   FfiBuffer out;
@@ -164,12 +165,10 @@ absl::StatusOr<std::unique_ptr<ExecuteContext>> Ffi::NewContext(FfiCallHandler h
   add.struct_size = sizeof(add);
   add.context = context->handle();
   add.user_data.type_id = Routed::id.type_id;
-  add.user_data.data = new Routed{std::move(handler)};
-  absl::Status status = ToStatus(api_, Extension(extension_).user_data_add(&add));
-  if (!status.ok()) {
-    delete static_cast<Routed*>(add.user_data.data);
-    return status;
-  }
+  auto routed = std::make_shared<Routed>(Routed{std::move(handler)});
+  add.user_data.data = routed.get();
+  SY_RETURN_IF_ERROR(ToStatus(api_, Extension(extension_).user_data_add(&add)));
+  context->data_ = std::move(routed);
   return context;
 }
 

@@ -59,6 +59,8 @@ class ExecuteContext {
 
   const PJRT_Api* api_;
   PJRT_ExecuteContext* context_;
+  // What the context's user data points at; ours to free, after the context.
+  std::shared_ptr<void> data_;
 };
 
 class Ffi {
