@@ -64,7 +64,10 @@ def shutdown() -> None:
     import jax
     import jax.extend.backend
 
+    from switchyard import host_callbacks
+
     jax.clear_caches()
     gc.collect()  # executables and arrays in reference cycles hold the client
+    host_callbacks.close()
     jax.extend.backend.clear_backends()
     gc.collect()  # the client itself, once nothing else holds it

@@ -58,6 +58,15 @@ def install() -> None:
     compiler.backend_compile_and_load = backend_compile_and_load
 
 
+def close() -> None:
+    """Ends this process's callback streams (switchyard.shutdown() calls it)."""
+    with _lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.close()
+
+
 def _server() -> "_Server":
     import jax
 
@@ -108,6 +117,10 @@ class _Server:
         if state["error"] is not None:
             raise RuntimeError(f"the Switchyard proxy refused host callbacks: {state['error']}")
         return key
+
+    def close(self) -> None:
+        self._outbox.put(None)  # ends the request stream; the proxy drops our keys
+        self._channel.close()
 
     def forget(self, key: str) -> None:
         with self._lock:
