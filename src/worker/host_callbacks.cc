@@ -66,13 +66,21 @@ void HostCallbacks::Stream::Close() {
   {
     absl::MutexLock lock(&mutex_);
     send_ = nullptr;
+    gone_ = nullptr;
   }
   owner_->FailStream(id_);
 }
 
-std::shared_ptr<HostCallbacks::Stream> HostCallbacks::NewStream(Stream::Send send) {
+bool HostCallbacks::Stream::Gone() {
   absl::MutexLock lock(&mutex_);
-  return std::shared_ptr<Stream>(new Stream(this, next_stream_++, std::move(send)));
+  return send_ == nullptr || (gone_ != nullptr && gone_());
+}
+
+std::shared_ptr<HostCallbacks::Stream> HostCallbacks::NewStream(Stream::Send send,
+                                                                std::function<bool()> gone) {
+  absl::MutexLock lock(&mutex_);
+  return std::shared_ptr<Stream>(
+      new Stream(this, next_stream_++, std::move(send), std::move(gone)));
 }
 
 absl::StatusOr<std::unique_ptr<pjrt::ExecuteContext>> HostCallbacks::ContextFor(
@@ -120,16 +128,25 @@ absl::Status HostCallbacks::Call(const std::string& key, Stream& stream, pjrt::F
     return absl::UnavailableError(
         "host callback: the proxy stream that launched this program has ended");
   }
-  if (!waiting->done.WaitForNotificationWithTimeout(
-          absl::Milliseconds(limits::kHostCallbackWaitMs))) {
+  // The launch may run on the stream's own reader thread (the plugin runs small programs
+  // inline), which then cannot see the stream end: look at the peer while waiting.
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(limits::kHostCallbackWaitMs);
+  while (!waiting->done.WaitForNotificationWithTimeout(absl::Milliseconds(200))) {
+    const bool gone = stream.Gone();
+    if (!gone && absl::Now() < deadline) continue;
     absl::MutexLock lock(&mutex_);
     if (waiting_.erase(id) == 1) {
+      if (gone) {
+        return absl::UnavailableError(
+            "host callback: the proxy that launched this program has gone");
+      }
       return absl::DeadlineExceededError(absl::StrCat("host callback ", call.index,
                                                       ": no answer from the client within ",
                                                       limits::kHostCallbackWaitMs / 1000, " s"));
     }
     // Answered just now; `done` follows.
     waiting->done.WaitForNotification();
+    break;
   }
   SY_RETURN_IF_ERROR(waiting->status);
   const HostCallbackResult& result = waiting->result;

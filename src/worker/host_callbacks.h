@@ -35,18 +35,25 @@ class HostCallbacks {
     bool Post(const HostCallbackCall& call) ABSL_LOCKS_EXCLUDED(mutex_);
     // The stream has ended: calls sent through it fail now, later ones at once.
     void Close() ABSL_LOCKS_EXCLUDED(mutex_);
+    // Whether the peer has gone, though nobody has read the stream's end yet (its
+    // reader may be the thread blocked in the call).
+    bool Gone() ABSL_LOCKS_EXCLUDED(mutex_);
 
    private:
     friend class HostCallbacks;
-    Stream(HostCallbacks* owner, uint64_t id, Send send)
-        : owner_(owner), id_(id), send_(std::move(send)) {}
+    Stream(HostCallbacks* owner, uint64_t id, Send send, std::function<bool()> gone)
+        : owner_(owner), id_(id), send_(std::move(send)), gone_(std::move(gone)) {}
 
     HostCallbacks* const owner_;
     const uint64_t id_;
     absl::Mutex mutex_;
     Send send_ ABSL_GUARDED_BY(mutex_);
+    std::function<bool()> gone_ ABSL_GUARDED_BY(mutex_);  // cleared by Close
   };
-  std::shared_ptr<Stream> NewStream(Stream::Send send) ABSL_LOCKS_EXCLUDED(mutex_);
+  // `gone` (may be null) says whether the stream's peer has gone; it is not called
+  // after Close.
+  std::shared_ptr<Stream> NewStream(Stream::Send send, std::function<bool()> gone = nullptr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The context for one launch of an executable whose functions its client serves
   // under `key`; the launch's calls go up `stream` and run `Handler(key, stream)`.

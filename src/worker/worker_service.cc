@@ -328,7 +328,8 @@ grpc::Status WorkerService::Dispatch(
   std::shared_ptr<HostCallbacks::Stream> callback_stream;
   if (callbacks_ != nullptr) {
     callback_stream = callbacks_->NewStream(
-        [answers](const DispatchResponse& call) { return answers->PostCall(call); });
+        [answers](const DispatchResponse& call) { return answers->PostCall(call); },
+        [context] { return context->IsCancelled(); });
   }
   DispatchRequest request;
   while (stream->Read(&request)) {

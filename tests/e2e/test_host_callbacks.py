@@ -116,3 +116,27 @@ def test_a_misbehaving_serve_stream_gets_errors_and_the_proxy_stays_up(cluster):
     assert [e.WhichOneof("kind") for e in events] == ["registered"], events
     channel.close()
     assert run_client(cluster, CALLBACK_WORKS).returncode == 0
+
+
+def test_a_proxy_killed_while_a_worker_waits_in_a_callback_leaves_the_worker_serving(cluster):
+    # The worker may run the launch on the stream's reader thread, which then never
+    # reads the stream's end: the waiting call must notice the proxy went by itself.
+    worker = cluster.status()["slices"][0]["hosts"][0]["address"]
+    stuck = client(cluster, """
+        def hang(a):
+            print("IN CALLBACK", flush=True)
+            time.sleep(3600)
+            return a
+        jax.jit(lambda v: jax.pure_callback(hang, jax.ShapeDtypeStruct((), jnp.float32), v))(
+            jnp.float32(1)).block_until_ready()
+    """)
+    for line in stuck.stdout:
+        if "IN CALLBACK" in line:
+            break
+    os.kill(cluster.child_pid("proxy"), signal.SIGKILL)  # `up` restarts it
+    stuck.kill()
+    stuck.wait(timeout=30)
+    result = run_client(cluster, CALLBACK_WORKS, timeout=60)
+    assert result.returncode == 0 and "SERVED" in result.stdout, result.stderr[-3000:]
+    hosts = cluster.status()["slices"][0]["hosts"]
+    assert [h["healthy"] for h in hosts] == [True] and hosts[0]["address"] == worker, hosts
