@@ -1,5 +1,6 @@
 #include "rm/membership.h"
 
+#include <algorithm>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,17 @@ absl::Status CheckName(const std::string& value, absl::string_view what) {
 }
 
 }  // namespace
+
+void Membership::Observe(absl::Time now) {
+  const absl::Duration gap = now - observed_;
+  if (observed_ != absl::InfinitePast() && options_.stall_after > absl::ZeroDuration() &&
+      gap > options_.stall_after) {
+    for (auto& [key, host] : hosts_) {
+      if (host.alive) host.last_heartbeat = std::min(now, host.last_heartbeat + gap);
+    }
+  }
+  observed_ = std::max(observed_, now);
+}
 
 bool Membership::Healthy(const Host& host, absl::Time now) const {
   return host.alive && now - host.last_heartbeat <= options_.heartbeat_timeout;
@@ -65,6 +77,7 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
 
 absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorkerRequest& request,
                                                             uint64_t incarnation, absl::Time now) {
+  Observe(now);
   absl::Status valid = CheckRequest(request);
   if (!valid.ok()) return valid;
   const HostKey key{request.slice_index(), request.host_index()};
@@ -122,6 +135,7 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
 }
 
 absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now) {
+  Observe(now);
   for (auto& [key, host] : hosts_) {
     if (host.incarnation != incarnation || host.rejoining) continue;
     if (!Healthy(host, now)) {
@@ -141,14 +155,15 @@ absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now) {
       absl::StrCat("unknown worker incarnation ", incarnation, "; register again"));
 }
 
-std::optional<HostStatus> Membership::Holder(int slice_index, int host_index,
-                                             absl::Time now) const {
+std::optional<HostStatus> Membership::Holder(int slice_index, int host_index, absl::Time now) {
+  Observe(now);
   auto it = hosts_.find({slice_index, host_index});
   if (it == hosts_.end() || !Healthy(it->second, now)) return std::nullopt;
   return Status(it->first, it->second, now);
 }
 
 void Membership::Evict(int slice_index, int host_index, uint64_t incarnation, absl::Time now) {
+  Observe(now);
   auto it = hosts_.find({slice_index, host_index});
   if (it == hosts_.end() || !it->second.alive || it->second.incarnation != incarnation) return;
   it->second.alive = false;
@@ -157,6 +172,7 @@ void Membership::Evict(int slice_index, int host_index, uint64_t incarnation, ab
 }
 
 std::vector<HostStatus> Membership::Sweep(absl::Time now) {
+  Observe(now);
   std::vector<HostStatus> died;
   for (auto it = hosts_.begin(); it != hosts_.end();) {
     Host& host = it->second;
@@ -197,7 +213,8 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
   return status;
 }
 
-Fleet Membership::Snapshot(absl::Time now) const {
+Fleet Membership::Snapshot(absl::Time now) {
+  Observe(now);
   Fleet fleet;
   fleet.set_version(version_);
   SliceStatus* slice = nullptr;

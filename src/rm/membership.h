@@ -12,6 +12,8 @@
 // - `version()` grows with every change a watcher must see; equal versions mean equal
 //   fleets (up to heartbeat ages).
 // - Every number of a registration is checked against the limits in common/limits.h.
+// - With `stall_after` set, time in which the RM made no call at all is forgiven: a host
+//   declared dead has missed heartbeats that the RM was running to receive.
 
 #include <cstdint>
 #include <map>
@@ -34,6 +36,11 @@ struct MembershipOptions {
   absl::Duration forget_after = absl::Hours(1);
   // After a restore, how long hosts have to re-register before they count as down.
   absl::Duration rejoin_grace = absl::Seconds(10);
+  // The RM looks at the fleet at least this often (its sweeps). A longer gap between two
+  // calls means the RM itself was not running (a paused VM, a starved process, a clock
+  // jump): the gap is not counted against the hosts, which could not reach it meanwhile.
+  // Zero: every gap counts.
+  absl::Duration stall_after = absl::ZeroDuration();
 };
 
 class Membership {
@@ -56,7 +63,7 @@ class Membership {
 
   // The live registration holding (slice, host), if any: what a refused registration
   // competes with.
-  std::optional<HostStatus> Holder(int slice_index, int host_index, absl::Time now) const;
+  std::optional<HostStatus> Holder(int slice_index, int host_index, absl::Time now);
   // Declares the holder of (slice, host) dead if it is still `incarnation` (the caller
   // found it gone: its address does not answer, or answers as another process).
   void Evict(int slice_index, int host_index, uint64_t incarnation, absl::Time now);
@@ -65,7 +72,7 @@ class Membership {
   // rejoin grace of restored hosts, and forgets hosts down for `forget_after`.
   std::vector<HostStatus> Sweep(absl::Time now);
 
-  Fleet Snapshot(absl::Time now) const;
+  Fleet Snapshot(absl::Time now);
   uint64_t version() const { return version_; }
 
   // What must survive an RM restart: the ids handed out and the hosts known.
@@ -87,6 +94,8 @@ class Membership {
     int64_t registrations = 0;
   };
 
+  // Every call starts here: forgives a gap in which the RM was not running.
+  void Observe(absl::Time now);
   bool Healthy(const Host& host, absl::Time now) const;
   absl::Status CheckRequest(const RegisterWorkerRequest& request) const;
   HostStatus Status(const HostKey& key, const Host& host, absl::Time now) const;
@@ -96,6 +105,7 @@ class Membership {
   std::map<std::tuple<int, int, int>, int64_t> device_ids_;
   int64_t next_device_id_ = 0;
   uint64_t version_ = 1;
+  absl::Time observed_ = absl::InfinitePast();  // the latest `now` seen
 };
 
 }  // namespace switchyard::rm

@@ -71,6 +71,8 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   membership.heartbeat_timeout = period * misses;
   membership.forget_after = absl::Milliseconds(limits::kHostForgetAfterMs);
   membership.rejoin_grace = absl::Milliseconds(limits::kRejoinGraceMs);
+  // The sweeper looks every half period; a gap of half the timeout is the RM's own stall.
+  membership.stall_after = membership.heartbeat_timeout / 2;
   auto service = std::make_unique<RmService>(clock, period, membership, options.state_file);
   SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,

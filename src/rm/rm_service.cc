@@ -135,8 +135,10 @@ bool RmService::HolderIsGone(const HostStatus& holder) {
   GetInfoResponse info;
   grpc::Status status = stub->GetInfo(&context, GetInfoRequest(), &info);
   if (status.ok()) return !holder.boot_id().empty() && info.boot_id() != holder.boot_id();
-  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+  // Only a refused connection proves it gone. One too slow to answer is busy (a loaded
+  // host), not gone; if it went dark, its heartbeats stop and the newcomer, which retries
+  // a held place for two heartbeat timeouts, gets it after the sweep.
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE;
 }
 
 grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,

@@ -55,8 +55,8 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   absl::StatusOr<RegisterWorkerResponse> Register(const RegisterWorkerRequest& request,
                                                   std::optional<HostStatus>* holder)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // Whether the registered holder of a place is gone: its address refuses or does not
-  // answer, or answers with another boot id. Blocks up to half a second.
+  // Whether the registered holder of a place is gone: its address refuses connections,
+  // or answers with another boot id. Blocks up to half a second.
   static bool HolderIsGone(const HostStatus& holder);
   // Writes the state if it changed since the last write. Not under `mutex_`: a slow
   // disk delays only the registration that changed the state.

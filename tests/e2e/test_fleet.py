@@ -67,6 +67,21 @@ def test_killed_worker_is_unhealthy_within_5s_and_returns_with_same_ids(rm, star
     assert int(after["registrations"]) == 2
 
 
+def test_a_paused_rm_does_not_declare_its_workers_dead(rm, start_worker):
+    # A paused VM or a starved RM process misses heartbeats it was not running to take;
+    # on waking it must not count them against the workers (CI saw an 18 s stall do so).
+    workers = [start_worker(0), start_worker(1)]
+    rm.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(5)  # more than two heartbeat timeouts
+    finally:
+        rm.proc.send_signal(signal.SIGCONT)
+    time.sleep(1.5)
+    assert all(h["healthy"] for h in hosts(rm.address).values())
+    assert "is unhealthy" not in rm.output
+    assert not any("registering again" in w.output for w in workers)
+
+
 def test_duplicate_registration_is_refused(rm, start_worker):
     holder = start_worker(0)
     duplicate = start_worker(0, 0, 0, 4, wait=False)

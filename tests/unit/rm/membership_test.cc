@@ -66,6 +66,40 @@ TEST_F(MembershipTest, MissedHeartbeatsMakeAHostUnhealthy) {
   EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(5)).code(), absl::StatusCode::kNotFound);
 }
 
+TEST(MembershipStallTest, TheRmsOwnStallIsNotCountedAgainstHosts) {
+  // An RM that sweeps every 250 ms was stopped for 18 s (a paused VM, a starved process):
+  // the first sweep after must not declare dead hosts whose heartbeats it could not take.
+  Membership membership(
+      MembershipOptions{.heartbeat_timeout = kTimeout, .stall_after = absl::Seconds(1)});
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
+  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
+  EXPECT_TRUE(membership.Sweep(t0 + absl::Milliseconds(250)).empty());
+  const absl::Time resumed = t0 + absl::Seconds(18);
+  EXPECT_TRUE(membership.Sweep(resumed).empty());
+  EXPECT_TRUE(membership.Snapshot(resumed).slices(0).healthy());
+  // A heartbeat that waited out the stall is taken too.
+  SY_EXPECT_OK(membership.Heartbeat(11, resumed + absl::Milliseconds(100)));
+  // The hosts keep the time they had left; one that stays silent dies as usual.
+  for (int i = 1; i <= 8; ++i) {
+    SY_ASSERT_OK(membership.Heartbeat(11, resumed + i * absl::Milliseconds(500)));
+    auto died = membership.Sweep(resumed + i * absl::Milliseconds(500));
+    if (i < 4) {
+      EXPECT_TRUE(died.empty()) << i;
+    } else if (i == 4) {
+      ASSERT_EQ(died.size(), 1u);
+      EXPECT_EQ(died[0].address(), "h:2");
+    }
+  }
+}
+
+TEST(MembershipStallTest, WithoutStallAfterEveryGapCounts) {
+  Membership membership(kTimeout);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
+  EXPECT_EQ(membership.Sweep(t0 + absl::Seconds(18)).size(), 1u);
+}
+
 TEST_F(MembershipTest, RestartedWorkerGetsTheSameIds) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
   SY_ASSERT_OK_AND_ASSIGN(auto first, membership_.Register(Worker("h:2", 1, 0), 12, now_));
