@@ -59,7 +59,8 @@ struct Executable {
   // As the (first) worker's plugin reported them; empty if it did not.
   std::map<std::string, double> cost_analysis;
   std::string compiled_memory_stats;  // serialized xla.CompiledMemoryStatsProto
-  // Asked of the worker when the client first wants them (Worker.DescribeProgram).
+  // Asked of the worker when the client first wants them (Worker.DescribeProgram); kept
+  // once settled (an answer, or a refusal that asking again would not change).
   std::optional<absl::StatusOr<DescribeProgramResponse>> described;
 
   ~Executable();
@@ -130,8 +131,9 @@ class Session {
   absl::Status HandleProgramText(
       const wire::LoadedExecutableHumanReadableProgramTextRequest& request,
       wire::LoadedExecutableHumanReadableProgramTextResponse* response);
-  // The worker's description of `executable`, asked once.
-  const absl::StatusOr<DescribeProgramResponse>& Described(Executable& executable);
+  // The worker's description of `executable`, asked until settled; valid while
+  // `executable` lives.
+  absl::StatusOr<const DescribeProgramResponse*> Described(Executable& executable);
   absl::Status HandleCostAnalysis(const wire::LoadedExecutableCostAnalysisRequest& request,
                                   wire::LoadedExecutableCostAnalysisResponse* response);
   absl::Status HandleExecutableMetadata(const wire::LoadedExecutableMetadataRequest& request,

@@ -370,12 +370,12 @@ absl::Status Session::HandleCostAnalysis(const wire::LoadedExecutableCostAnalysi
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
   std::map<std::string, double> costs = executable->cost_analysis;
   if (costs.empty()) {
-    const auto& described = Described(*executable);
+    absl::StatusOr<const DescribeProgramResponse*> described = Described(*executable);
     if (!described.ok()) {
       *response->mutable_status() = ToStatusProto(described.status());
       return absl::OkStatus();
     }
-    costs.insert(described->cost_analysis().begin(), described->cost_analysis().end());
+    costs.insert((*described)->cost_analysis().begin(), (*described)->cost_analysis().end());
   }
   auto* attributes = response->mutable_attributes()->mutable_attributes();
   for (const auto& [name, value] : costs) {
@@ -388,16 +388,16 @@ absl::Status Session::HandleProgramText(
     const wire::LoadedExecutableHumanReadableProgramTextRequest& request,
     wire::LoadedExecutableHumanReadableProgramTextResponse* response) {
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
-  const auto& described = Described(*executable);
+  absl::StatusOr<const DescribeProgramResponse*> described = Described(*executable);
   if (!described.ok()) {
     *response->mutable_status() = ToStatusProto(described.status());
   } else {
-    response->set_human_readable_program_text(described->text());
+    response->set_human_readable_program_text((*described)->text());
   }
   return absl::OkStatus();
 }
 
-const absl::StatusOr<DescribeProgramResponse>& Session::Described(Executable& executable) {
+absl::StatusOr<const DescribeProgramResponse*> Session::Described(Executable& executable) {
   if (!executable.described.has_value()) {
     const ExecutablePart& part = executable.parts.front();
     absl::StatusOr<DescribeProgramResponse> described =
@@ -406,9 +406,15 @@ const absl::StatusOr<DescribeProgramResponse>& Session::Described(Executable& ex
       // The client reads UNIMPLEMENTED as "not available here".
       described = absl::UnimplementedError(described.status().message());
     }
+    // A lost or busy worker may answer next time: only a settled answer is kept.
+    if (!described.ok() && !absl::IsUnimplemented(described.status()) &&
+        !absl::IsInvalidArgument(described.status())) {
+      return described.status();
+    }
     executable.described = std::move(described);
   }
-  return *executable.described;
+  if (!executable.described->ok()) return executable.described->status();
+  return &**executable.described;
 }
 
 absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
