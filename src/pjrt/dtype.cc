@@ -1,50 +1,10 @@
 #include "pjrt/dtype.h"
 
+#include "common/element_type.h"
+
 namespace switchyard::pjrt {
 
-int BitWidth(DType dtype) {
-  switch (dtype) {
-    case DType::kPred:
-    case DType::kS8:
-    case DType::kU8:
-    case DType::kF8E5M2:
-    case DType::kF8E4M3FN:
-    case DType::kF8E4M3B11FNUZ:
-    case DType::kF8E5M2FNUZ:
-    case DType::kF8E4M3FNUZ:
-    case DType::kF8E4M3:
-    case DType::kF8E3M4:
-    case DType::kF8E8M0FNU:
-      return 8;
-    case DType::kS4:
-    case DType::kU4:
-    case DType::kF4E2M1FN:
-      return 4;
-    case DType::kS2:
-    case DType::kU2:
-      return 2;
-    case DType::kS16:
-    case DType::kU16:
-    case DType::kF16:
-    case DType::kBF16:
-      return 16;
-    case DType::kS32:
-    case DType::kU32:
-    case DType::kF32:
-      return 32;
-    case DType::kS64:
-    case DType::kU64:
-    case DType::kF64:
-    case DType::kC64:
-      return 64;
-    case DType::kC128:
-      return 128;
-    case DType::kInvalid:
-    case DType::kToken:
-      return 0;
-  }
-  return 0;
-}
+int BitWidth(DType dtype) { return ElementBits(static_cast<int>(dtype)); }
 
 std::string DTypeName(DType dtype) {
   switch (dtype) {
@@ -113,13 +73,10 @@ std::string DTypeName(DType dtype) {
 }
 
 int64_t DenseByteSize(DType dtype, int64_t num_elements) {
-  return (num_elements * BitWidth(dtype) + 7) / 8;
+  return switchyard::DenseByteSize(static_cast<int>(dtype), num_elements);
 }
 
-int HostElementBytes(DType dtype) {
-  const int bits = BitWidth(dtype);
-  return bits == 0 ? 0 : (bits < 8 ? 1 : bits / 8);
-}
+int HostElementBytes(DType dtype) { return switchyard::HostElementBytes(static_cast<int>(dtype)); }
 
 int64_t HostByteSize(DType dtype, int64_t num_elements) {
   return num_elements * HostElementBytes(dtype);

@@ -54,47 +54,6 @@ DTypeProto ToDTypeProto(DType dtype) {
   return proto;
 }
 
-int64_t ElementBytes(DType dtype) {
-  switch (dtype) {
-    case PRED:
-    case S8:
-    case U8:
-    case F8E5M2:
-    case F8E4M3FN:
-    case F8E4M3B11FNUZ:
-    case F8E5M2FNUZ:
-    case F8E4M3FNUZ:
-    case F8E4M3:
-    case F8E3M4:
-    case F8E8M0FNU:
-    // Sub-byte types travel unpacked, one byte per element, as JAX holds them.
-    case S4:
-    case U4:
-    case S2:
-    case U2:
-    case F4E2M1FN:
-      return 1;
-    case S16:
-    case U16:
-    case F16:
-    case BF16:
-      return 2;
-    case S32:
-    case U32:
-    case F32:
-      return 4;
-    case S64:
-    case U64:
-    case F64:
-    case C64:
-      return 8;
-    case C128:
-      return 16;
-    default:
-      return 0;
-  }
-}
-
 absl::StatusOr<std::vector<int64_t>> FromShapeProto(const ::xla::ifrt::ShapeProto& proto) {
   return CheckedShape(proto.dims(), "array shape");
 }

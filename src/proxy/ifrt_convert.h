@@ -17,8 +17,6 @@ namespace switchyard::proxy {
 // the newest float types), naming the kind.
 absl::StatusOr<DType> FromDTypeProto(const ::xla::ifrt::DTypeProto& proto);
 ::xla::ifrt::DTypeProto ToDTypeProto(DType dtype);
-// Bytes per element in a host buffer.
-int64_t ElementBytes(DType dtype);
 
 // INVALID_ARGUMENT for negative dimensions and sizes over the limits (wire_numbers.h).
 absl::StatusOr<std::vector<int64_t>> FromShapeProto(const ::xla::ifrt::ShapeProto& proto);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/element_type.h"
 #include "common/guarded.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -61,7 +62,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
   array->dtype = dtype;
   array->shape = shape;
   array->shards.resize(sharding.devices.size());
-  const int64_t element_bytes = ElementBytes(dtype);
+  const int64_t element_bytes = HostElementBytes(dtype);
   if (element_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("arrays of dtype ", DType_Name(dtype), " cannot be made from host data"));
@@ -109,7 +110,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
 absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
     const Array& array, const std::vector<int64_t>& byte_strides, CallSet* calls) {
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
-  const int64_t element_bytes = ElementBytes(array.dtype);
+  const int64_t element_bytes = HostElementBytes(array.dtype);
   SY_ASSIGN_OR_RETURN(int64_t region, HostRegionBytes(array.shape, byte_strides, element_bytes));
   std::unique_ptr<HostBytes> host;
   std::vector<IndexDomain> done;  // replicated shards are fetched once
@@ -177,7 +178,7 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   header->set_dtype(array.dtype);
   const std::vector<int64_t> dims = layout.domains[index].shape();
   header->mutable_dims()->Add(dims.begin(), dims.end());
-  header->set_size_bytes(NumElements(dims) * ElementBytes(array.dtype));
+  header->set_size_bytes(NumElements(dims) * HostElementBytes(array.dtype));
   header->set_memory_kind(memory_kind);
   SetSource(*from, worker, request.add_pieces());
   const uint64_t id = header->buffer_id();
@@ -273,9 +274,9 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       std::string gathered;
       absl::string_view data = all;
       if (!strides.empty() ||
-          static_cast<int64_t>(all.size()) != NumElements(shard_shape) * ElementBytes(dtype)) {
-        SY_ASSIGN_OR_RETURN(gathered,
-                            ExtractShard(all, shard_shape, strides, ElementBytes(dtype), whole));
+          static_cast<int64_t>(all.size()) != NumElements(shard_shape) * HostElementBytes(dtype)) {
+        SY_ASSIGN_OR_RETURN(
+            gathered, ExtractShard(all, shard_shape, strides, HostElementBytes(dtype), whole));
         data = gathered;
       }
       for (int64_t index : spec.addressable_shard_indices(b).indices()) {
@@ -478,7 +479,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     header->set_dtype(dtype);
     const std::vector<int64_t> dims = want.shape();
     header->mutable_dims()->Add(dims.begin(), dims.end());
-    header->set_size_bytes(NumElements(dims) * ElementBytes(dtype));
+    header->set_size_bytes(NumElements(dims) * HostElementBytes(dtype));
     header->set_memory_kind(memory_kind);
     std::vector<std::shared_ptr<RemoteBuffer>> sources;
     int64_t covered = 0;
@@ -617,7 +618,7 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
   std::vector<int64_t> strides = Strides(request.has_byte_strides(), request.byte_strides());
   SY_ASSIGN_OR_RETURN(int64_t region,
-                      HostRegionBytes(array->shape, strides, ElementBytes(array->dtype)));
+                      HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
   // Visible to lookups at once; they wait for the bytes.
   SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
                       host_buffers_->Expect(request.host_buffer_handle(), region));

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "common/element_type.h"
 #include "fuzz/quiet.h"
 #include "proxy/host_buffer_store.h"
 #include "proxy/ifrt_convert.h"
@@ -70,7 +71,7 @@ class World {
       elements *= dim;
       if (elements > (1 << 18)) return;
     }
-    const int64_t bytes = switchyard::proxy::ElementBytes(*dtype) * elements;
+    const int64_t bytes = switchyard::HostElementBytes(*dtype) * elements;
     if (bytes <= 0) return;
     auto buffer = store_->Begin(make.host_buffer_handle(), bytes);
     if (!buffer.ok()) return;
