@@ -1,8 +1,9 @@
 // What a worker decodes from proxies and peers, sent to a real in-process worker
 // (support/in_process_fleet.h) over its gRPC API: an operation on the ordered stream
 // (launches, transfers, assembles, deletions, awaits), a compile request (programs,
-// compile options, device ids) or a buffer put (header and bytes). Input: one selector
-// byte, then the message.
+// compile options, device ids), a buffer put (header and bytes), a host callback's
+// result (arrays of any dtype and shape) or a program description request. Input: one
+// selector byte, then the message.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,6 +60,20 @@ class World {
     (void)writer->Finish();
   }
 
+  void ReturnHostCallback(const switchyard::HostCallbackResult& result) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    switchyard::ReturnHostCallbackResponse response;
+    (void)stub_->ReturnHostCallback(&context, result, &response);
+  }
+
+  void Describe(const switchyard::DescribeProgramRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    switchyard::DescribeProgramResponse response;
+    (void)stub_->DescribeProgram(&context, request, &response);
+  }
+
  private:
   switchyard::test_support::InProcessFleet fleet_;
   std::unique_ptr<Worker::Stub> stub_;
@@ -71,7 +86,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World* world = new World;  // lives until exit: the fleet's threads use it
   const uint8_t* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
-  switch (data[0] % 3) {
+  switch (data[0] % 5) {
     case 0: {
       switchyard::DispatchRequest op;
       if (!op.ParseFromArray(body, body_size)) return -1;
@@ -93,6 +108,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       switchyard::BufferHeader header;
       if (!header.ParseFromArray(body + 1, header_size)) return -1;
       world->Put(header, body + 1 + header_size, body_size - 1 - header_size);
+      break;
+    }
+    case 3: {
+      switchyard::HostCallbackResult result;
+      if (!result.ParseFromArray(body, body_size)) return -1;
+      world->ReturnHostCallback(result);
+      break;
+    }
+    case 4: {
+      switchyard::DescribeProgramRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      world->Describe(request);
       break;
     }
   }
