@@ -1,5 +1,7 @@
 #include "pjrt/buffer.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "pjrt/c_api.h"
@@ -7,6 +9,19 @@
 #include "pjrt/event.h"
 
 namespace switchyard::pjrt {
+
+std::vector<int64_t> MajorToMinor(size_t rank) {
+  std::vector<int64_t> minor_to_major(rank);
+  for (size_t i = 0; i < rank; ++i) minor_to_major[i] = static_cast<int64_t>(rank - 1 - i);
+  return minor_to_major;
+}
+
+bool IsMajorToMinor(absl::Span<const int64_t> minor_to_major) {
+  for (size_t i = 0; i < minor_to_major.size(); ++i) {
+    if (minor_to_major[i] != static_cast<int64_t>(minor_to_major.size() - 1 - i)) return false;
+  }
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_Buffer* handle) {
   const PJRT_Api* api = client->api();
@@ -37,10 +52,23 @@ absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_
   int64_t elements = 1;
   for (int64_t dim : buffer->dims_) elements *= dim;
   buffer->host_size_bytes_ = HostByteSize(buffer->dtype_, elements);
-  // Padded or tiled device layouts take more (or other) bytes than the dense copy.
+  Args<PJRT_Buffer_GetMemoryLayout_Args> layout;
+  layout->buffer = handle;
+  layout->layout.struct_size = sizeof(PJRT_Buffer_MemoryLayout);
+  // A token has no layout: the CPU plugin aborts when asked for one.
+  if (BitWidth(buffer->dtype_) > 0 &&
+      SY_PJRT_CALL(api, Buffer_GetMemoryLayout, layout.get()).ok() &&
+      layout->layout.type == PJRT_Buffer_MemoryLayout_Type_Tiled) {
+    const PJRT_Buffer_MemoryLayout_Tiled& tiled = layout->layout.tiled;
+    buffer->minor_to_major_.assign(tiled.minor_to_major,
+                                   tiled.minor_to_major + tiled.minor_to_major_size);
+    buffer->major_to_minor_ = tiled.num_tiles == 0 && IsMajorToMinor(buffer->minor_to_major_);
+  }
+  // Padded, tiled or permuted device layouts are not the dense copy's bytes.
   Args<PJRT_Buffer_OnDeviceSizeInBytes_Args> on_device;
   on_device->buffer = handle;
   buffer->raw_is_dense_ =
+      buffer->major_to_minor_ &&
       SY_PJRT_CALL(api, Buffer_OnDeviceSizeInBytes, on_device.get()).ok() &&
       static_cast<int64_t>(on_device->on_device_size_in_bytes) == buffer->host_size_bytes_ &&
       HasFunction(api, offsetof(PJRT_Api, PJRT_Buffer_CopyRawToHost),
@@ -110,6 +138,16 @@ absl::Status Buffer::ToHost(absl::Span<char> out) const {
   if (out.empty()) return absl::OkStatus();
   Args<PJRT_Buffer_ToHostBuffer_Args> args;
   args->src = buffer_;
+  // Hosts hold arrays major-to-minor whatever the device's layout; the plugin transposes.
+  const std::vector<int64_t> minor_to_major = MajorToMinor(dims_.size());
+  Args<PJRT_Buffer_MemoryLayout> host_layout;
+  if (!major_to_minor_) {
+    host_layout->type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    host_layout->tiled.struct_size = sizeof(PJRT_Buffer_MemoryLayout_Tiled);
+    host_layout->tiled.minor_to_major = minor_to_major.data();
+    host_layout->tiled.minor_to_major_size = minor_to_major.size();
+    args->host_layout = host_layout.get();
+  }
   args->dst = out.data();
   args->dst_size = out.size();
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_ToHostBuffer, args.get()));

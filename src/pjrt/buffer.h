@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "pjrt/dtype.h"
 
 struct PJRT_Buffer;
@@ -17,6 +18,10 @@ struct PJRT_Buffer;
 namespace switchyard::pjrt {
 
 class Client;
+
+// XLA's default dimension order for `rank` dimensions, minor first: {rank-1, ..., 0}.
+std::vector<int64_t> MajorToMinor(size_t rank);
+bool IsMajorToMinor(absl::Span<const int64_t> minor_to_major);
 
 class Buffer {
  public:
@@ -29,6 +34,10 @@ class Buffer {
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& dims() const { return dims_; }
   int device_ordinal() const { return ordinal_; }
+  // The device layout's dimension order, minor first (XLA's minor_to_major); empty if
+  // the plugin does not say. Major-to-minor ({rank-1, ..., 0}) unless a program's client
+  // chose another for its output (jax.jit(..., out_shardings=Format(Layout(...)))).
+  const std::vector<int64_t>& minor_to_major() const { return minor_to_major_; }
   // "device", "pinned_host", ...; empty if the plugin does not say.
   const std::string& memory_kind() const { return memory_kind_; }
   // Bytes of the dense host copy.
@@ -65,6 +74,8 @@ class Buffer {
   int ordinal_ = 0;
   int64_t host_size_bytes_ = 0;
   bool raw_is_dense_ = false;  // the device bytes are the dense host layout
+  std::vector<int64_t> minor_to_major_;
+  bool major_to_minor_ = true;  // minor_to_major_ is {rank-1, ..., 0} (or unknown), untiled
   std::string memory_kind_;
 };
 

@@ -156,9 +156,9 @@ int Client::OrdinalOf(const PJRT_Device* device) const {
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromHost(
     absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
-    const std::string& memory_kind) const {
+    const std::string& memory_kind, absl::Span<const int64_t> device_minor_to_major) const {
   PJRT_Event* done_with_data = nullptr;
-  auto buffer = StartBufferFromHost(data, dtype, dims, ordinal, memory_kind,
+  auto buffer = StartBufferFromHost(data, dtype, dims, ordinal, memory_kind, device_minor_to_major,
                                     /*zero_copy=*/false, &done_with_data);
   // The caller may free `data` when we return.
   Event done(api(), done_with_data);
@@ -172,7 +172,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(
   PJRT_Event* done_with_data = nullptr;
   // Only the CPU client is known to alias host bytes; elsewhere zero-copy semantics are
   // not asked for, and the bytes live until the copy is done.
-  auto buffer = StartBufferFromHost(data->span(), dtype, dims, ordinal, memory_kind,
+  auto buffer = StartBufferFromHost(data->span(), dtype, dims, ordinal, memory_kind, {},
                                     /*zero_copy=*/platform_name_ == "cpu", &done_with_data);
   // The last user frees the bytes. A plugin that cannot say when it is done with them
   // (no OnReady) keeps them: waiting here would wait for the buffer's end.
@@ -183,7 +183,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::BufferFromOwnedHost(
 
 absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
     absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
-    const std::string& memory_kind, bool zero_copy, PJRT_Event** done_with_data) const {
+    const std::string& memory_kind, absl::Span<const int64_t> device_minor_to_major, bool zero_copy,
+    PJRT_Event** done_with_data) const {
   if (ordinal < 0 || ordinal >= static_cast<int>(devices_.size())) {
     return absl::InvalidArgumentError(
         absl::StrCat("device ordinal ", ordinal, " out of range [0, ", devices_.size(), ")"));
@@ -203,7 +204,20 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
                                                    DTypeName(dtype), "[", absl::StrJoin(dims, ","),
                                                    "] needs ", expected));
   }
+  if (!device_minor_to_major.empty() && device_minor_to_major.size() != dims.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("a device layout of ",
+                                                   device_minor_to_major.size(),
+                                                   " dimensions for an array of ", dims.size()));
+  }
+  Args<PJRT_Buffer_MemoryLayout> layout;
   Args<PJRT_Client_BufferFromHostBuffer_Args> args;
+  if (!device_minor_to_major.empty()) {
+    layout->type = PJRT_Buffer_MemoryLayout_Type_Tiled;
+    layout->tiled.struct_size = sizeof(PJRT_Buffer_MemoryLayout_Tiled);
+    layout->tiled.minor_to_major = device_minor_to_major.data();
+    layout->tiled.minor_to_major_size = device_minor_to_major.size();
+    args->device_layout = layout.get();
+  }
   args->client = client_;
   args->data = data.data();
   args->type = type;

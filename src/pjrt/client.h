@@ -57,13 +57,14 @@ class Client {
   const std::vector<DeviceDesc>& devices() const { return devices_; }
 
   // Copies a dense, major-to-minor host array to device `ordinal` (to its memory
-  // of `memory_kind`; empty: the default memory); returns once the host bytes are
-  // no longer needed. INVALID_ARGUMENT if `data` does not match `dtype` x `dims`, the
-  // ordinal is out of range or the device has no such memory.
-  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHost(absl::Span<const char> data, DType dtype,
-                                                         absl::Span<const int64_t> dims,
-                                                         int ordinal,
-                                                         const std::string& memory_kind = "") const;
+  // of `memory_kind`; empty: the default memory), in the device layout of dimension
+  // order `device_minor_to_major` (empty: the plugin's default); returns once the host
+  // bytes are no longer needed. INVALID_ARGUMENT if `data` does not match `dtype` x
+  // `dims`, the ordinal is out of range or the device has no such memory.
+  absl::StatusOr<std::unique_ptr<Buffer>> BufferFromHost(
+      absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
+      const std::string& memory_kind = "",
+      absl::Span<const int64_t> device_minor_to_major = {}) const;
   // The same for bytes handed over: the plugin may use them in place instead of
   // copying (the CPU plugin does, for aligned data) and they are freed once it no
   // longer needs them. Returns once the buffer exists.
@@ -91,7 +92,8 @@ class Client {
   // no longer reads `data` (nullptr on errors before the transfer started).
   absl::StatusOr<std::unique_ptr<Buffer>> StartBufferFromHost(
       absl::Span<const char> data, DType dtype, absl::Span<const int64_t> dims, int ordinal,
-      const std::string& memory_kind, bool zero_copy, PJRT_Event** done_with_data) const;
+      const std::string& memory_kind, absl::Span<const int64_t> device_minor_to_major,
+      bool zero_copy, PJRT_Event** done_with_data) const;
   absl::Status ReadDevices();
 
   const Plugin* plugin_;

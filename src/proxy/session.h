@@ -52,6 +52,9 @@ struct Executable {
   std::vector<int64_t> devices;  // all of them, in launch (logical device) order
   std::vector<DType> output_dtypes;
   std::vector<std::vector<int64_t>> output_shard_dims;  // per device
+  // Device layouts' dimension orders, minor first; empty: the default.
+  std::vector<std::vector<int64_t>> output_layouts;
+  std::vector<std::vector<int64_t>> parameter_layouts;
   std::vector<switchyard::xla::OpSharding> output_shardings;
   std::vector<switchyard::xla::OpSharding> parameter_shardings;
   std::vector<int> donated_parameters;

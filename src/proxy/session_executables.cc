@@ -201,6 +201,12 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   for (const OutputSpec& output : first.outputs()) {
     executable->output_dtypes.push_back(output.dtype());
     executable->output_shard_dims.emplace_back(output.dims().begin(), output.dims().end());
+    executable->output_layouts.emplace_back(output.minor_to_major().begin(),
+                                            output.minor_to_major().end());
+  }
+  for (const DimensionOrder& order : first.parameter_layouts()) {
+    executable->parameter_layouts.emplace_back(order.minor_to_major().begin(),
+                                               order.minor_to_major().end());
   }
   const size_t outputs = executable->output_dtypes.size();
   if (executable->devices.size() == 1) {
@@ -343,15 +349,35 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
       *shardings->add_shardings() = sharding;
     }
   }
+  // As the worker's compiler chose them (a client may choose non-default ones).
+  auto add_layout = [](const std::vector<int64_t>& order, size_t rank, xla::LayoutProto* layout) {
+    if (!order.empty()) {
+      layout->mutable_minor_to_major()->Add(order.begin(), order.end());
+      return;
+    }
+    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) layout->add_minor_to_major(d);
+  };
   auto* layouts = response->mutable_output_layouts_list();
   for (size_t o = 0; o < outputs; ++o) {
-    auto* layout = layouts->add_layouts();
-    for (int d = static_cast<int>(executable->output_shard_dims[o].size()) - 1; d >= 0; --d) {
-      layout->add_minor_to_major(d);
-    }
+    add_layout(o < executable->output_layouts.size() ? executable->output_layouts[o]
+                                                     : std::vector<int64_t>(),
+               executable->output_shard_dims[o].size(), layouts->add_layouts());
   }
-  *response->mutable_parameter_layouts_error() =
-      ToStatusProto(absl::UnimplementedError("parameter layouts are the defaults"));
+  if (std::any_of(executable->parameter_layouts.begin(), executable->parameter_layouts.end(),
+                  [](const auto& order) {
+                    for (size_t i = 0; i < order.size(); ++i) {
+                      if (order[i] != static_cast<int64_t>(order.size() - 1 - i)) return true;
+                    }
+                    return false;
+                  })) {
+    auto* parameters = response->mutable_parameter_layouts_list();
+    for (const auto& order : executable->parameter_layouts) {
+      parameters->add_layouts()->mutable_minor_to_major()->Add(order.begin(), order.end());
+    }
+  } else {
+    *response->mutable_parameter_layouts_error() =
+        ToStatusProto(absl::UnimplementedError("parameter layouts are the defaults"));
+  }
   auto* kinds = response->mutable_output_memory_kinds()->add_memory_kind_lists();
   for (size_t o = 0; o < outputs; ++o) kinds->add_memory_kinds("device");
   auto* donated = response->mutable_donated_input_indices();

@@ -160,12 +160,32 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
     proto.set_peak_memory_in_bytes(stats->peak);
     response.set_compiled_memory_stats(proto.SerializeAsString());
   }
-  // Shardings and aliasing come from the optimized module; a plugin without it
-  // leaves them empty and callers fall back to what they know.
+  // Shardings, aliasing and layouts come from the optimized module; a plugin without
+  // it leaves them empty and callers fall back to what they know.
+  std::vector<std::vector<int64_t>> parameter_layouts;
   if (auto optimized = executable->OptimizedProgram(); optimized.ok()) {
     xla::HloModuleProtoWithConfig module;
     if (module.ParseFromString(*optimized)) {
       const xla::HloModuleProto& hlo = module.hlo_module();
+      const xla::ProgramShapeProto& signature = hlo.host_program_shape();
+      for (const xla::ShapeProto& parameter : signature.parameters()) {
+        const auto& order = parameter.layout().minor_to_major();
+        parameter_layouts.emplace_back(order.begin(), order.end());
+        response.add_parameter_layouts()->mutable_minor_to_major()->Add(order.begin(), order.end());
+      }
+      // Several outputs come as a tuple; one may come bare.
+      const xla::ShapeProto& result = signature.result();
+      const bool tuple = result.tuple_shapes_size() > 0;
+      const int results = tuple ? result.tuple_shapes_size() : 1;
+      if (results == response.outputs_size() &&
+          (tuple || result.dimensions_size() > 0 || result.has_layout())) {
+        for (int o = 0; o < results; ++o) {
+          const auto& order = (tuple ? result.tuple_shapes(o) : result).layout().minor_to_major();
+          if (!pjrt::IsMajorToMinor(absl::MakeConstSpan(order.data(), order.size()))) {
+            response.mutable_outputs(o)->mutable_minor_to_major()->Add(order.begin(), order.end());
+          }
+        }
+      }
       if (hlo.has_spmd_output_sharding()) {
         // A replicated sharding serializes to no bytes (jax 0.10's shard_map with
         // out_specs=P()): say that it is there.
@@ -182,7 +202,8 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   }
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = executables_.try_emplace(
-      request.executable_id(), Loaded{std::move(executable), owner, std::move(callback_key)});
+      request.executable_id(),
+      Loaded{std::move(executable), owner, std::move(callback_key), std::move(parameter_layouts)});
   if (!inserted) {
     return absl::AlreadyExistsError(
         absl::StrCat("executable ", request.executable_id(), " already exists"));
@@ -205,10 +226,33 @@ absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
   return status;
 }
 
+absl::StatusOr<std::unique_ptr<pjrt::Buffer>> Executor::Relayout(
+    const pjrt::Buffer& buffer, absl::Span<const int64_t> minor_to_major) const {
+  // Through the host: rare (a client that chose layouts for a program's inputs or
+  // outputs), and the plugin offers no on-device relayout.
+  SY_ASSIGN_OR_RETURN(std::string bytes, buffer.ToHost());
+  return client_->BufferFromHost(bytes, buffer.dtype(), buffer.dims(), buffer.device_ordinal(),
+                                 buffer.memory_kind(), minor_to_major);
+}
+
+namespace {
+
+// Whether a buffer of dimension order `has` can go where `wants` is read. Empty is the
+// default order (a plugin that does not say has only that one).
+bool SameOrder(const std::vector<int64_t>& has, const std::vector<int64_t>& wants, size_t rank) {
+  const bool has_default = has.empty() || pjrt::IsMajorToMinor(has);
+  const bool wants_default = wants.empty() || pjrt::IsMajorToMinor(wants);
+  if (has_default || wants_default) return has_default == wants_default;
+  return has == wants && has.size() == rank;
+}
+
+}  // namespace
+
 absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
                               std::shared_ptr<HostCallbacks::Stream> stream) {
   std::shared_ptr<const pjrt::Executable> executable;
   std::string callback_key;
+  std::vector<std::vector<int64_t>> parameter_layouts;
   {
     absl::MutexLock lock(&mutex_);
     auto it = executables_.find(request.executable_id());
@@ -217,6 +261,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     }
     executable = it->second.executable;
     callback_key = it->second.callback_key;
+    parameter_layouts = it->second.parameter_layouts;
   }
   std::shared_ptr<pjrt::ExecuteContext> context;
   if (!callback_key.empty()) {
@@ -237,6 +282,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   }
   // Hold the inputs for the duration of the launch call.
   std::vector<std::shared_ptr<const StoredBuffer>> held;
+  std::vector<std::unique_ptr<pjrt::Buffer>> relaid;
   std::vector<std::vector<const pjrt::Buffer*>> arguments(num_devices);
   for (size_t d = 0; d < num_devices; ++d) {
     if (static_cast<size_t>(request.outputs(d).ids_size()) != num_outputs) {
@@ -249,9 +295,22 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
         return absl::InvalidArgumentError(absl::StrCat("output buffer id ", id, " is in use"));
       }
     }
-    for (uint64_t id : request.arguments(d).ids()) {
-      SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, buffers_->Get(id));
-      arguments[d].push_back(stored->buffer.get());
+    for (int i = 0; i < request.arguments(d).ids_size(); ++i) {
+      SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored,
+                          buffers_->Get(request.arguments(d).ids(i)));
+      const pjrt::Buffer& buffer = *stored->buffer;
+      // The plugin neither checks nor converts layouts: it would read the bytes as if
+      // they were in the order the program wants.
+      const std::vector<int64_t> none;
+      const std::vector<int64_t>& wants =
+          static_cast<size_t>(i) < parameter_layouts.size() ? parameter_layouts[i] : none;
+      if (!SameOrder(buffer.minor_to_major(), wants, buffer.dims().size())) {
+        SY_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::Buffer> copy, Relayout(buffer, wants));
+        arguments[d].push_back(copy.get());
+        relaid.push_back(std::move(copy));
+      } else {
+        arguments[d].push_back(stored->buffer.get());
+      }
       held.push_back(std::move(stored));
     }
   }

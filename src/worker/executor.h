@@ -60,6 +60,10 @@ class Executor {
   int64_t executions() const { return executions_.load(); }
 
  private:
+  // `buffer` in the device layout of dimension order `minor_to_major` (empty: the
+  // default), on its device; blocks until `buffer` is computed.
+  absl::StatusOr<std::unique_ptr<pjrt::Buffer>> Relayout(
+      const pjrt::Buffer& buffer, absl::Span<const int64_t> minor_to_major) const;
   absl::Status Launch(const ExecuteRequest& request, uint64_t owner,
                       std::shared_ptr<HostCallbacks::Stream> stream);
   // Rewrites the device assignment from global ids to the plugin's ids, and takes out
@@ -76,6 +80,9 @@ class Executor {
     std::shared_ptr<const pjrt::Executable> executable;
     uint64_t owner = 0;
     std::string callback_key;  // the client serves its host callbacks under this key
+    // Per parameter, the device layout's dimension order the program reads (empty: the
+    // plugin did not say; as for every array it makes, major-to-minor).
+    std::vector<std::vector<int64_t>> parameter_layouts;
   };
   // A launch handed to the plugin, with what its custom calls use while it runs.
   struct InFlight {

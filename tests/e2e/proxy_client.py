@@ -206,6 +206,38 @@ def cpp_shard_args():
 
 
 @check
+def layouts():
+    # Layouts a client chooses (jax.experimental.layout): column-major here. The worker
+    # reads the compiled signature, hands hosts major-to-minor bytes and relays an array
+    # into the layout a program reads; the client sees the layouts local JAX reports.
+    jax, jnp = jax_modules()
+    from jax.experimental.layout import Format, Layout
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    results = {}
+    for where, device in (("proxy", jax.devices()[0]), ("cpu", jax.devices("cpu")[0])):
+        single = jax.sharding.SingleDeviceSharding(device)
+        column = Format(Layout(major_to_minor=(1, 0)), single)
+        put = jax.device_put(x, column)
+        f = jax.jit(lambda v: v @ jnp.arange(8.0, dtype=np.float32).reshape(4, 2) + v[0, :2],
+                    in_shardings=column)
+        out = jax.jit(lambda v: v * 2, out_shardings=column)(x)
+        results[where] = {
+            "put": put, "put layout": put.format.layout.major_to_minor,
+            "f(put)": f(put), "f(numpy)": f(x), "out": out,
+            "out layout": out.format.layout.major_to_minor,
+            "chained": jax.jit(lambda v: v + 1)(out), "sliced": out[1:, 2],
+            "mixed": put * jax.device_put(np.arange(4.0, dtype=np.float32), device),
+            "sum": jnp.sum(put),
+        }
+    for key, local in results["cpu"].items():
+        remote = results["proxy"][key]
+        if isinstance(local, tuple):
+            assert remote == local, (key, remote, local)
+        else:
+            np.testing.assert_allclose(np.asarray(remote), np.asarray(local), err_msg=key)
+
+
+@check
 def cross_slice():
     jax, jnp = jax_modules()
     devs = jax.devices()

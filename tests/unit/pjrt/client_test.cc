@@ -93,6 +93,22 @@ TEST_F(ClientTest, BufferRoundTrip) {
   EXPECT_EQ(Floats(back), values);
 }
 
+TEST_F(ClientTest, AColumnMajorBufferSaysSoAndComesToHostMajorToMinor) {
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6};  // 2x3, as hosts hold it
+  SY_ASSERT_OK_AND_ASSIGN(auto row, client_->BufferFromHost(Bytes(values), DType::kF32, {2, 3}, 0));
+  EXPECT_EQ(row->minor_to_major(), (std::vector<int64_t>{1, 0}));
+  EXPECT_TRUE(row->can_copy_ranges());
+  SY_ASSERT_OK_AND_ASSIGN(
+      auto column, client_->BufferFromHost(Bytes(values), DType::kF32, {2, 3}, 0, "", {0, 1}));
+  EXPECT_EQ(column->minor_to_major(), (std::vector<int64_t>{0, 1}));
+  // Its device bytes are not the host order: no piecewise copies of them.
+  EXPECT_FALSE(column->can_copy_ranges());
+  SY_ASSERT_OK_AND_ASSIGN(std::string host, column->ToHost());
+  EXPECT_EQ(Floats(host), values);
+  EXPECT_EQ(client_->BufferFromHost(Bytes(values), DType::kF32, {2, 3}, 0, "", {0}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ClientTest, BuffersInEachMemoryKind) {
   for (const std::string kind : {"device", "pinned_host", "unpinned_host"}) {
     SY_ASSERT_OK_AND_ASSIGN(auto buffer,
