@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -278,9 +279,8 @@ int RunUp(const char* argv0) {
   }
   const std::string state_file = absl::StrCat(state_dir, "/rm-state");
   absl::Cleanup remove_state = [&] {
-    unlink(state_file.c_str());
-    unlink(absl::StrCat(state_file, ".tmp").c_str());
-    rmdir(state_dir);
+    std::error_code ignored;  // with the state, any temporary a killed RM left
+    std::filesystem::remove_all(state_dir, ignored);
   };
 
   Cluster cluster(self_path);

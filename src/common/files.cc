@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -40,8 +41,13 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
-  const std::string temporary = absl::StrCat(path, ".tmp");
-  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Unique per writer: processes on several hosts may write one path on shared storage.
+  static std::atomic<uint64_t> next{0};
+  char host[64] = {};
+  gethostname(host, sizeof(host) - 1);
+  const std::string temporary =
+      absl::StrCat(path, ".tmp.", host, ".", getpid(), ".", next.fetch_add(1));
+  int fd = open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return Errno("cannot create", temporary);
   size_t written = 0;
   while (written < contents.size()) {

@@ -14,8 +14,9 @@ namespace switchyard {
 // NOT_FOUND if there is no such file; UNAVAILABLE for other I/O errors.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 
-// Writes `path.tmp`, syncs it and renames it over `path`. UNAVAILABLE with the reason
-// on failure (the old contents stay).
+// Writes a temporary file beside `path` (named for this host, process and call, so
+// that concurrent writers never share one), syncs it and renames it over `path`: the
+// last rename wins. UNAVAILABLE with the reason on failure (the old contents stay).
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
 }  // namespace switchyard
