@@ -3,6 +3,9 @@
 // The `switchyard` subcommands. Each returns the process exit code; flags are
 // parsed before they run.
 
+#include <string>
+#include <vector>
+
 namespace switchyard::cli {
 
 int RunResourceManager();
@@ -10,5 +13,7 @@ int RunProxy();
 int RunWorker();
 int RunStatus();
 int RunUp(const char* self_path);
+// `switchyard cache ls | stats | prune`: `args` are the words after `cache`.
+int RunCache(const std::vector<std::string>& args);
 
 }  // namespace switchyard::cli

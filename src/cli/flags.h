@@ -2,7 +2,10 @@
 
 // Flags shared by several subcommands (names follow Pathways on Cloud).
 
+#include <cstdint>
 #include <string>
+
+#include "absl/status/statusor.h"
 
 #include "absl/flags/declare.h"
 
@@ -12,3 +15,17 @@ ABSL_DECLARE_FLAG(std::string, resource_manager_address);
 ABSL_DECLARE_FLAG(std::string, pjrt_plugin);
 ABSL_DECLARE_FLAG(std::string, python);
 ABSL_DECLARE_FLAG(int, metrics_port);
+ABSL_DECLARE_FLAG(std::string, gcs_scratch_location);
+ABSL_DECLARE_FLAG(std::string, storage_mount_root);
+ABSL_DECLARE_FLAG(int64_t, compilation_cache_max_bytes);
+
+namespace switchyard::cli {
+
+// The compilation cache's directory from --gcs_scratch_location (empty: none), or why
+// the location cannot be used (logged by the caller, which then exits).
+absl::StatusOr<std::string> CompilationCacheDirectory();
+// For the rm and proxy, which take the flag but do not read the cache: a location the
+// workers could not use either is worth a warning at start.
+void WarnIfCacheLocationUnusable();
+
+}  // namespace switchyard::cli

@@ -30,6 +30,13 @@ ABSL_FLAG(std::string, python, "",
           "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_WORKER_PYTHON; "
           "none: programs that call them fail)");
 
+ABSL_FLAG(std::string, gcs_scratch_location, "",
+          "Shared storage for compiled programs (the persistent compilation cache): a "
+          "directory, file://DIR, or gs://BUCKET/DIR or s3://BUCKET/DIR under "
+          "--storage_mount_root. Workers use it; rm and proxy check it. Empty: no cache");
+ABSL_FLAG(std::string, storage_mount_root, "",
+          "Where buckets are mounted (e.g. the gcsfuse CSI mount): gs://b/d is <root>/b/d");
+
 namespace {
 
 constexpr char kUsage[] = R"(switchyard: a single-controller runtime for JAX.
@@ -41,6 +48,7 @@ commands:
   proxy    the IFRT proxy a JAX client connects to (JAX_PLATFORMS=proxy)
   worker   one host: a PJRT plugin and its devices
   status   print the fleet as the resource manager sees it
+  cache    the compilation cache: `cache ls | stats | prune`
   up       a local cluster (rm + workers + proxy) in one command
 
 `switchyard <command> --help` lists the flags. Flag names take '-' or '_'.)";
@@ -86,6 +94,10 @@ int main(int argc, char** argv) {
   args.erase(args.begin() + 1);
   int args_count = static_cast<int>(args.size());
   std::vector<char*> positional = absl::ParseCommandLine(args_count, args.data());
+  if (command == "cache") {
+    return switchyard::cli::RunCache(
+        std::vector<std::string>(positional.begin() + 1, positional.end()));
+  }
   if (positional.size() > 1) {
     std::fprintf(stderr, "switchyard %s: unexpected argument '%s'\n", command.c_str(),
                  positional[1]);

@@ -22,6 +22,7 @@ int RunProxy() {
   options.port = port < 0 ? 29000 : port;
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
   options.num_elastic_slices = absl::GetFlag(FLAGS_num_elastic_slices);
+  WarnIfCacheLocationUnusable();
   return ServeUntilSignal(proxy::ProxyServer::Start(options));
 }
 

@@ -20,6 +20,7 @@ int RunResourceManager() {
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;
   options.state_file = absl::GetFlag(FLAGS_state_file);
+  WarnIfCacheLocationUnusable();
   return ServeUntilSignal(rm::ResourceManagerServer::Start(options));
 }
 

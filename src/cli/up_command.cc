@@ -283,22 +283,40 @@ int RunUp(const char* argv0) {
     std::filesystem::remove_all(state_dir, ignored);
   };
 
+  // The compilation cache: checked here first (a bad location stops `up` with the
+  // reason), then passed on to every process, as Pathways does.
+  if (absl::StatusOr<std::string> cache = CompilationCacheDirectory(); !cache.ok()) {
+    SY_LOG(Error) << cache.status().message();
+    return 2;
+  }
+  const std::vector<std::string> storage = {
+      absl::StrCat("--gcs_scratch_location=", absl::GetFlag(FLAGS_gcs_scratch_location)),
+      absl::StrCat("--storage_mount_root=", absl::GetFlag(FLAGS_storage_mount_root)),
+      absl::StrCat("--compilation_cache_max_bytes=",
+                   absl::GetFlag(FLAGS_compilation_cache_max_bytes))};
+  auto with_storage = [&storage](std::vector<std::string> args) {
+    args.insert(args.end(), storage.begin(), storage.end());
+    return args;
+  };
+
   Cluster cluster(self_path);
-  cluster.Start(
-      "rm", {"rm", absl::StrCat("--server_port=", rm_port), absl::StrCat("--listen_host=", host),
-             absl::StrCat("--state_file=", state_file)});
+  cluster.Start("rm", with_storage({"rm", absl::StrCat("--server_port=", rm_port),
+                                    absl::StrCat("--listen_host=", host),
+                                    absl::StrCat("--state_file=", state_file)}));
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   for (int i = 0; i < workers; ++i) {
     int port = worker_port == 0 ? 0 : worker_port + i;
     const std::string name = absl::StrCat("worker ", i);
-    cluster.Start(name, {"worker", absl::StrCat("--resource_manager_address=", rm_address),
-                         absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
-                         absl::StrCat("--slice_index=", i / hosts_per_slice),
-                         absl::StrCat("--host_index=", i % hosts_per_slice),
-                         absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
-                         absl::StrCat("--cpu_device_count=", devices)});
+    cluster.Start(
+        name,
+        with_storage({"worker", absl::StrCat("--resource_manager_address=", rm_address),
+                      absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
+                      absl::StrCat("--slice_index=", i / hosts_per_slice),
+                      absl::StrCat("--host_index=", i % hosts_per_slice),
+                      absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
+                      absl::StrCat("--cpu_device_count=", devices)}));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));
@@ -306,11 +324,11 @@ int RunUp(const char* argv0) {
     }
   }
   const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
-  cluster.Start(
-      "proxy",
-      {"proxy", absl::StrCat("--server_port=", proxy_port), absl::StrCat("--listen_host=", host),
-       absl::StrCat("--resource_manager_address=", rm_address),
-       absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices))});
+  cluster.Start("proxy", with_storage({"proxy", absl::StrCat("--server_port=", proxy_port),
+                                       absl::StrCat("--listen_host=", host),
+                                       absl::StrCat("--resource_manager_address=", rm_address),
+                                       absl::StrCat("--num_elastic_slices=",
+                                                    absl::GetFlag(FLAGS_num_elastic_slices))}));
   if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));

@@ -60,6 +60,13 @@ int RunWorker() {
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.kv_epoch = absl::GetFlag(FLAGS_kv_epoch);
   options.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout_s));
+  absl::StatusOr<std::string> cache = CompilationCacheDirectory();
+  if (!cache.ok()) {
+    SY_LOG(Error) << "cannot start: " << cache.status().message();
+    return 2;
+  }
+  options.compilation_cache_dir = *cache;
+  options.compilation_cache_max_bytes = absl::GetFlag(FLAGS_compilation_cache_max_bytes);
 
   auto server = worker::WorkerServer::Start(options);
   if (!server.ok()) {

@@ -93,4 +93,8 @@ inline constexpr int64_t kHostRegionBytesMax = kArrayElementsMax * 16;
 // IFRT wire, and a tile assignment is materialized as a list.
 inline constexpr int64_t kDevicesMax = int64_t{1} << 20;
 
+// The compilation cache's default size cap: entries are a few MB to a few hundred MB per
+// program; 50 GiB keeps a team's working set on a shared volume.
+inline constexpr int64_t kCompilationCacheBytesDefault = int64_t{50} << 30;
+
 }  // namespace switchyard::limits

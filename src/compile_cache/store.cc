@@ -254,7 +254,10 @@ void CompileCache::ExplainMiss(const Key& key) const {
     if (reasons.size() >= 3) break;
   }
   if (reasons.empty()) return;  // a program not seen before
-  SY_LOG(Info) << "compilation cache miss for " << key.program_name
+  SY_LOG(Info) << "compilation cache miss for "
+               << (key.program_name.empty()
+                       ? absl::StrCat("program ", key.program_digest.substr(0, 12))
+                       : key.program_name)
                << ": entries for this program differ in " << absl::StrJoin(reasons, "; or in ");
 }
 

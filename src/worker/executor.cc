@@ -1,8 +1,10 @@
 #include "worker/executor.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/guarded.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
@@ -107,6 +109,46 @@ absl::StatusOr<std::string> Executor::LocalCompileOptions(const CompileRequest& 
   return options.SerializeAsString();
 }
 
+absl::StatusOr<std::unique_ptr<pjrt::Executable>> Executor::CompileOrLoad(
+    const std::string& program, const std::string& format, const std::string& options) {
+  std::optional<compile_cache::Key> key;
+  if (cache_ != nullptr) {
+    absl::StatusOr<compile_cache::Key> made =
+        compile_cache::MakeKey(format, program, options, plugin_, "");
+    if (made.ok()) key = *std::move(made);
+  }
+  if (key.has_value()) {
+    const absl::Time started = absl::Now();
+    if (std::optional<compile_cache::Hit> hit = cache_->Lookup(*key); hit.has_value()) {
+      auto loaded = client_->Deserialize(hit->executable);
+      if (loaded.ok()) {
+        const double seconds = absl::ToDoubleSeconds(absl::Now() - started);
+        cache_->AddLoadSeconds(seconds, hit->compile_seconds);
+        SY_LOG(Info) << "compilation cache hit for " << (*loaded)->name() << ": loaded in "
+                     << absl::StrFormat("%.3f", seconds) << " s (compiling it took "
+                     << absl::StrFormat("%.3f", hit->compile_seconds) << " s)";
+        return loaded;
+      }
+      cache_->Reject(*key, loaded.status().message());
+    }
+  }
+  const absl::Time started = absl::Now();
+  auto compiled = client_->Compile(program, format, options);
+  if (!compiled.ok() || !key.has_value()) return compiled;
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - started);
+  if (cache_->writable()) {
+    absl::StatusOr<std::string> serialized = (*compiled)->Serialize();
+    if (serialized.ok()) {
+      key->program_name = (*compiled)->name();
+      cache_->Store(*key, *serialized, seconds);
+    } else {
+      SY_LOG(Warning) << "compilation cache: the plugin cannot serialize " << (*compiled)->name()
+                      << ": " << serialized.status().message();
+    }
+  }
+  return compiled;
+}
+
 absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request, uint64_t owner) {
   if (request.executable_id() == 0) {
     return absl::InvalidArgumentError("executable id 0 is reserved");
@@ -121,7 +163,7 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   std::string callback_key;
   SY_ASSIGN_OR_RETURN(std::string options, LocalCompileOptions(request, &callback_key));
   const std::string format = request.format().empty() ? "mlir" : request.format();
-  auto compiled = client_->Compile(request.program(), format, options);
+  auto compiled = CompileOrLoad(request.program(), format, options);
   if (!compiled.ok()) {
     // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault.
     return absl::InvalidArgumentError(absl::StrCat(

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "compile_cache/compile_cache.h"
 #include "pjrt/client.h"
 #include "pjrt/executable.h"
 #include "switchyard/worker.pb.h"
@@ -33,6 +34,14 @@ class Executor {
         buffers_(buffers),
         callbacks_(callbacks),
         one_multi_device_launch_at_a_time_(client->platform_name() == "cpu") {}
+
+  // Compiles through `cache` (which must outlive the executor) from now on: a program
+  // compiled before, by this plugin build for the same devices, is loaded instead.
+  // Call before the first compile.
+  void UseCompileCache(compile_cache::CompileCache* cache, compile_cache::PluginIdentity plugin) {
+    cache_ = cache;
+    plugin_ = std::move(plugin);
+  }
 
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
   // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
@@ -70,11 +79,18 @@ class Executor {
   // the client's host-callback key (empty: none).
   absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request,
                                                   std::string* callback_key) const;
+  // The plugin's executable for `program`: from the compilation cache when it has one,
+  // else compiled (and then stored there).
+  absl::StatusOr<std::unique_ptr<pjrt::Executable>> CompileOrLoad(const std::string& program,
+                                                                  const std::string& format,
+                                                                  const std::string& options);
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;
   BufferStore* buffers_;
   HostCallbacks* const callbacks_;
+  compile_cache::CompileCache* cache_ = nullptr;
+  compile_cache::PluginIdentity plugin_;
   mutable absl::Mutex mutex_;
   struct Loaded {
     std::shared_ptr<const pjrt::Executable> executable;

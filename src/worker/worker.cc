@@ -116,6 +116,7 @@ class WorkerServerImpl final : public WorkerServer {
     }
     executor_ =
         std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_, callbacks_.get());
+    OpenCompileCache(options, *plugin);
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
 
     WorkerIdentity identity;
@@ -170,6 +171,33 @@ class WorkerServerImpl final : public WorkerServer {
     return absl::OkStatus();
   }
 
+  void OpenCompileCache(const WorkerOptions& options, const pjrt::Plugin& plugin) {
+    if (options.compilation_cache_dir.empty()) return;
+    const std::string description = absl::StrCat(
+        client_->platform_name(), " ", client_->platform_version(), " (PJRT ",
+        plugin.info().api_major, ".", plugin.info().api_minor, ", XLA ", plugin.info().xla_version,
+        ", StableHLO ", plugin.info().stablehlo_current_version, ")");
+    absl::StatusOr<compile_cache::PluginIdentity> identity =
+        compile_cache::IdentifyPlugin(options.pjrt_plugin, description);
+    absl::StatusOr<std::unique_ptr<compile_cache::CompileCache>> cache =
+        identity.ok() ? compile_cache::CompileCache::Open(options.compilation_cache_dir,
+                                                          options.compilation_cache_max_bytes)
+                      : identity.status();
+    if (!cache.ok()) {
+      SY_LOG(Error) << "no compilation cache (every program is compiled): "
+                    << cache.status().message();
+      return;
+    }
+    compile_cache_ = *std::move(cache);
+    executor_->UseCompileCache(compile_cache_.get(), *std::move(identity));
+    if (compile_cache_->writable()) {
+      SY_LOG(Info) << "compilation cache in " << compile_cache_->directory();
+    } else {
+      SY_LOG(Warning) << "compilation cache in " << compile_cache_->directory()
+                      << " is read-only here: hits load, new programs are not stored";
+    }
+  }
+
   int port() const override { return server_.port; }
   std::string address() const override { return address_; }
 
@@ -183,6 +211,29 @@ class WorkerServerImpl final : public WorkerServer {
              executor_->executions())
         .Add("switchyard_worker_registered", "gauge", "1 once the resource manager admitted us.",
              devices_->registered() ? 1 : 0);
+    if (compile_cache_ != nullptr) {
+      const compile_cache::Counters c = compile_cache_->counters();
+      text.Add("switchyard_compile_cache_hits_total", "counter",
+               "Programs loaded from the compilation cache.", c.hits)
+          .Add("switchyard_compile_cache_misses_total", "counter",
+               "Programs compiled: not in the cache, or a corrupt entry.", c.misses)
+          .Add("switchyard_compile_cache_stores_total", "counter", "Entries written.", c.stores)
+          .Add("switchyard_compile_cache_store_failures_total", "counter",
+               "Entries that could not be written.", c.store_failures)
+          .Add("switchyard_compile_cache_corrupt_total", "counter",
+               "Entries found corrupt or refused by the plugin (removed).", c.corrupt)
+          .Add("switchyard_compile_cache_evictions_total", "counter",
+               "Entries removed to stay under the size cap.", c.evictions)
+          .Add("switchyard_compile_cache_read_bytes_total", "counter", "Bytes of hits read.",
+               c.bytes_read)
+          .Add("switchyard_compile_cache_written_bytes_total", "counter",
+               "Bytes of entries written.", c.bytes_written)
+          .Add("switchyard_compile_cache_load_seconds_total", "counter",
+               "Time spent reading and loading hits.", c.load_seconds)
+          .Add("switchyard_compile_cache_compile_seconds_saved_total", "counter",
+               "Compile time of the hits' programs, less the time loading them.",
+               c.compile_seconds_saved);
+    }
     return text.str();
   }
 
@@ -225,7 +276,8 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<DeviceMap> devices_;
   BufferStore buffers_;
   StreamProgress progress_;
-  std::unique_ptr<HostCallbacks> callbacks_;  // outlives the executor's launches
+  std::unique_ptr<HostCallbacks> callbacks_;                    // outlives the executor's launches
+  std::unique_ptr<compile_cache::CompileCache> compile_cache_;  // outlives the executor
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Transfers> transfers_;
   std::unique_ptr<WorkerService> service_;

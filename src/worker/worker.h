@@ -4,6 +4,7 @@
 // kept registered with the resource manager. This is the component's only public
 // header.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -34,6 +35,10 @@ struct WorkerOptions {
   // epoch, or its hosts could read the previous run's bootstrap values.
   std::string kv_epoch = "0";
   int metrics_port = -1;  // Prometheus /metrics on listen_host; -1: off, 0: a free port
+  // The persistent compilation cache's directory (shared by the fleet); empty: none.
+  // One that cannot be created or read leaves the worker compiling everything (logged).
+  std::string compilation_cache_dir;
+  int64_t compilation_cache_max_bytes = 0;  // 0: no cap
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();

@@ -1,0 +1,178 @@
+"""The persistent compilation cache (--gcs_scratch_location) with real processes: a
+restarted and resized fleet loads what an earlier one compiled, a second client hits,
+a plugin change misses and says why, a corrupt entry is replaced, a location that cannot
+be used is a clear error, and `switchyard cache` lists, sums and prunes."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+import switchyard
+from switchyard.cluster import free_port
+
+# Compiles one program per device it is given and checks it against JAX's CPU backend.
+CLIENT = r"""
+import sys
+import numpy as np
+import jax
+import jax.numpy as jnp
+jax.config.update("jax_platforms", "proxy,cpu")
+import switchyard
+switchyard.initialize()
+
+def f(x):
+    for i in range(8):
+        x = jnp.tanh(x @ x.T + i) * 0.5
+    return x.sum()
+
+x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
+want = jax.jit(f, device=jax.devices("cpu")[0])(x)
+for index in map(int, sys.argv[1:]):
+    got = jax.jit(f)(jax.device_put(x, jax.devices()[index]))
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5)
+print("OK", flush=True)
+"""
+
+
+def run_client(port: int, *devices: int):
+    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+    result = subprocess.run([sys.executable, "-c", CLIENT, *map(str, devices)], env=env,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
+
+
+@pytest.fixture
+def scratch(tmp_path):
+    return tmp_path / "scratch"
+
+
+def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=()):
+    """A fresh fleet (its own RM) whose workers keep their programs under `scratch`:
+    a restarted fleet, possibly of another size."""
+    scratch.mkdir(exist_ok=True)
+    rm_port = free_port()
+    rm = spawn("rm", f"--server_port={rm_port}", f"--gcs_scratch_location={scratch}")
+    rm.wait_for("resource manager listening")
+    workers = []
+    for s in slices:
+        worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+                       "--server_port=0", f"--slice_index={s}", f"--pjrt_plugin={plugin}",
+                       "--cpu_device_count=4", f"--gcs_scratch_location={scratch}", *plugin_args)
+        worker.wait_for("registered with the resource manager")
+        workers.append(worker)
+    port = free_port()
+    proxy = spawn("proxy", f"--server_port={port}",
+                  f"--resource_manager_address=127.0.0.1:{rm_port}",
+                  f"--gcs_scratch_location={scratch}")
+    proxy.wait_for(f"slice {slices[-1]} host 0")
+    workers[0].others = [rm, proxy]
+    return workers, proxy, port
+
+
+def stop(*workers):
+    for worker in workers:
+        for other in getattr(worker, "others", []):
+            other.stop()
+        worker.stop()
+
+
+def cache(scratch, *args):
+    return subprocess.run([switchyard.find_binary(), "cache", *args,
+                           f"--gcs_scratch_location={scratch}"],
+                          capture_output=True, text=True, timeout=60)
+
+
+def entries(scratch):
+    return sorted((scratch / "switchyard" / "compilation_cache").glob("*.sycc"))
+
+
+def test_a_restarted_and_resized_fleet_and_a_second_client_load_what_was_compiled(
+        spawn, plugin, scratch):
+    workers, proxy, port = start_fleet(spawn, plugin, scratch, slices=(0, 1))
+    run_client(port, 0)
+    assert "compilation cache in" in workers[0].output
+    assert "compilation cache hit" not in workers[0].output
+    assert len(entries(scratch)) == 1
+    # The same program on the other slice's first device: the same key (its device
+    # assignment in the plugin's own ids), so the other worker loads it.
+    run_client(port, 4)
+    assert "compilation cache hit for" in workers[1].output
+    stop(*workers)
+
+    # A new fleet of one worker (a restart with another size), and a new client.
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch, slices=(2,))
+    run_client(port, 0)
+    worker.wait_for("compilation cache hit for", timeout=5)
+    assert len(entries(scratch)) == 1
+    # A second client process of the same fleet: the worker loads it again (the first
+    # client's executable was freed with its session).
+    run_client(port, 0)
+    assert worker.output.count("compilation cache hit for") == 2
+
+    listed = cache(scratch, "ls")
+    assert listed.returncode == 0, listed.stderr
+    assert "jit_f" in listed.stdout and "cpu" in listed.stdout, listed.stdout
+    stats = cache(scratch, "stats")
+    assert "entries: 1" in stats.stdout, stats.stdout
+    pruned = cache(scratch, "prune", "--compilation_cache_max_bytes=0")
+    assert pruned.returncode == 0 and "removed 1 files" in pruned.stdout, pruned.stdout
+    assert entries(scratch) == []
+
+
+def test_a_plugin_change_misses_and_says_why(spawn, plugin, scratch, tmp_path):
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch)
+    run_client(port, 0)
+    stop(worker)
+    # Another build of the plugin: the same library with a byte more at its end.
+    other = tmp_path / "other_plugin.so"
+    shutil.copyfile(plugin, other)
+    with open(other, "ab") as f:
+        f.write(b"\0")
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch, slices=(1,),
+                                        plugin_args=(f"--pjrt_plugin={other}",))
+    run_client(port, 0)
+    assert "compilation cache hit" not in worker.output
+    line = worker.wait_for("compilation cache miss for", timeout=5)
+    assert "differ in the plugin" in line and "another build" in line, line
+    assert len(entries(scratch)) == 2  # one per plugin build
+
+
+def test_a_corrupt_entry_is_replaced_and_the_program_still_runs(spawn, plugin, scratch):
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch)
+    run_client(port, 0)
+    stop(worker)
+    [entry] = entries(scratch)
+    data = bytearray(entry.read_bytes())
+    data[-100] ^= 0xFF
+    entry.write_bytes(bytes(data))
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch, slices=(1,))
+    run_client(port, 0)
+    worker.wait_for("ignoring and removing", timeout=5)
+    assert "checksum" in worker.output
+    stop(worker)
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch, slices=(2,))
+    run_client(port, 0)
+    worker.wait_for("compilation cache hit for", timeout=5)
+
+
+def test_a_cache_that_cannot_be_made_leaves_workers_compiling(spawn, plugin, scratch):
+    scratch.mkdir()
+    (scratch / "switchyard").write_text("a file where the cache's directory would be")
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch)
+    run_client(port, 0)
+    assert "no compilation cache (every program is compiled)" in worker.output
+
+
+@pytest.mark.parametrize("command", ["worker", "up"])
+def test_an_unmounted_bucket_is_a_clear_error(command, plugin, tmp_path):
+    args = [switchyard.find_binary(), command, "--gcs_scratch_location=gs://team-bucket/scratch",
+            f"--storage_mount_root={tmp_path}", f"--pjrt_plugin={plugin}", "--server_port=0"]
+    result = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert f"gcsfuse team-bucket {tmp_path}/team-bucket" in result.stderr, result.stderr
+    no_root = subprocess.run(args[:3] + args[4:], capture_output=True, text=True, timeout=60)
+    assert no_root.returncode == 2 and "--storage_mount_root" in no_root.stderr, no_root.stderr
