@@ -235,7 +235,30 @@ def client_load(jax, args):
     return {"programs": done, "seconds": time.perf_counter() - t}
 
 
-CASES = {"micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
+def compile_time(jax, args):
+    """Seconds for the compile step (`.compile()` of jax.jit(f).lower(x)) of a model that
+    takes over a second to compile from scratch (`--layers` unrolled layers), and for the
+    tracing and lowering before it; then one call, checked."""
+    import jax.numpy as jnp
+
+    def f(x):
+        for i in range(args.layers):
+            x = jnp.tanh(x @ x.T * (1.0 / (i + 1)) + i)
+            x = jnp.where(x > 0, jnp.sin(x), jnp.cos(x)) * (i % 7 + 1)
+            x = jnp.roll(x, i % 5, axis=0)
+        return x.sum()
+
+    x = np.ones((32, 32), np.float32)
+    started = time.perf_counter()
+    lowered = jax.jit(f).lower(x)
+    lowered_at = time.perf_counter()
+    compiled = lowered.compile()
+    done = time.perf_counter()
+    assert np.isfinite(float(compiled(x)))
+    return {"compile_s": done - lowered_at, "lower_s": lowered_at - started}
+
+
+CASES = {"compile_time": compile_time, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
          "calibrate": calibrate, "client_load": client_load}
 
 
@@ -255,6 +278,7 @@ def main():
     p.add_argument("--budget_s", type=float, default=1.0)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--layers", type=int, default=80)
     args = p.parse_args()
     args.durations_s = json.loads(args.durations)
     jax = setup(args.system, max(4, args.slices * args.per_slice))

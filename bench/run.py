@@ -89,7 +89,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
+    parser.add_argument("--only", choices=["compile_cache"],
+                        help="run one section and write its own report")
     args = parser.parse_args()
+    if args.only == "compile_cache":
+        r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "compile_cache": compile_cache()}
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        report = "# Switchyard benchmarks: compilation cache\n\n" + \
+            f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_compile_cache(r)
+        (out / "compile_cache.md").write_text(report)
+        (out / "compile_cache.json").write_text(json.dumps(r, indent=1))
+        print(report)
+        return
     quick = args.quick
     iters, reps = (100, 2) if quick else (300, 5)
     sizes = [1, 16, 64] if quick else [1, 4, 16, 64, 256, 1024]
@@ -138,6 +152,8 @@ def main():
         for n in (1, 2, 4, 8):
             done = multiclient(c, n, k_033, seconds)
             r["multiclient"][n] = done * calib[str(k_033)] / seconds
+    print("== Compilation cache: cold, warm, after a restart with another size", flush=True)
+    r["compile_cache"] = compile_cache()
     print("== Switchyard, elasticity: kill -9 a slice's worker under elastic training", flush=True)
     r["elastic"] = [elasticity() for _ in range(1 if quick else 3)]
     r["elapsed_s"] = time.time() - started
@@ -148,6 +164,50 @@ def main():
     (out / "latest.md").write_text(report)
     plot(r, out)
     print(report)
+
+
+def compile_cache(layers=80):
+    """Compile times of one model: JAX's in-process CPU backend without and with its own
+    persistent cache, and Switchyard cold, from its cache in a second client process, and
+    after the cluster restarted with another number of workers (each a new process)."""
+    import tempfile
+    args = ("--layers", layers)
+    out = {}
+    with tempfile.TemporaryDirectory() as local_dir, tempfile.TemporaryDirectory() as scratch:
+        env = {"JAX_COMPILATION_CACHE_DIR": local_dir,
+               "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+               "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+        out["local_cold"] = case("local", "compile_time", *args, env=env)
+        out["local_warm"] = case("local", "compile_time", *args, env=env)
+        with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE,
+                                     gcs_scratch_location=scratch) as c:
+            out["switchyard_cold"] = case("proxy", "compile_time", *args, env=c.env())
+            out["switchyard_warm"] = case("proxy", "compile_time", *args, env=c.env())
+        with switchyard.LocalCluster(workers=1, devices_per_worker=PER_SLICE,
+                                     gcs_scratch_location=scratch) as c:
+            out["switchyard_restarted"] = case("proxy", "compile_time", *args, env=c.env())
+    return out
+
+
+def render_compile_cache(r):
+    c = r["compile_cache"]
+
+    def row(name, cold, warm):
+        return (f"| {name} | {cold['compile_s']:.3f} | {warm['compile_s']:.3f} | "
+                f"{cold['compile_s'] / warm['compile_s']:.1f}x | "
+                f"{cold['lower_s'] + cold['compile_s']:.3f} | "
+                f"{warm['lower_s'] + warm['compile_s']:.3f} |")
+
+    lines = ["## Compilation cache (seconds; each row's runs are new client processes)\n",
+             "The compile step is `.compile()` of `jax.jit(f).lower(x)`; with tracing and "
+             "lowering, which every client process does, it is the whole `lower().compile()`.\n",
+             "| system | compile step, cold | from cache | cold / from cache | with tracing, cold "
+             "| from cache |", "|---|---|---|---|---|---|",
+             row("JAX in-process CPU, its own persistent cache", c["local_cold"], c["local_warm"]),
+             row("Switchyard, a second client", c["switchyard_cold"], c["switchyard_warm"]),
+             row("Switchyard, after a restart with 1 worker instead of 2", c["switchyard_cold"],
+                 c["switchyard_restarted"]), ""]
+    return "\n".join(lines) + "\n"
 
 
 def elasticity():
@@ -201,6 +261,8 @@ def render(r):
         lines.append(f"| Ray Compiled Graphs | {fmt(ray['cg_opbyop'])} | {fmt(ray['cg_chained'])} | – |")
     else:
         lines.append(f"| Ray | not measured: {ray['error']} | | |")
+    if "compile_cache" in r:
+        lines += ["", render_compile_cache(r)]
     sy1, local1 = r["switchyard_micro"][1], r["local_micro"][1]
     lat_sy, lat_local = r["switchyard_latency"], r["local_latency"]
     lines += ["", "## Targets\n", "| target | measured | goal | met |", "|---|---|---|---|"]

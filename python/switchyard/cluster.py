@@ -70,12 +70,13 @@ class LocalCluster:
     Ports are picked free unless given. `c.target` is what JAX connects to
     (`JAX_BACKEND_TARGET`), `c.env()` the environment a client process needs,
     `c.rm_address` the resource manager, and `c.status()` the fleet as
-    `switchyard status --json` prints it.
+    `switchyard status --json` prints it. `gcs_scratch_location` gives the workers a
+    persistent compilation cache there.
     """
 
     def __init__(self, workers: int = 2, devices_per_worker: int = 4, hosts_per_slice: int = 1,
                  rm_port: int | None = None, proxy_port: int | None = None,
-                 startup_timeout_s: float = 120.0):
+                 startup_timeout_s: float = 120.0, gcs_scratch_location: str | None = None):
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
@@ -84,6 +85,7 @@ class LocalCluster:
         self.proxy_port = proxy_port or free_port()
         self.target = f"grpc://127.0.0.1:{self.proxy_port}"
         self._timeout = startup_timeout_s
+        self.gcs_scratch_location = gcs_scratch_location
         self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> "LocalCluster":
@@ -100,6 +102,8 @@ class LocalCluster:
                "--worker_port=0", f"--pjrt_plugin={find_plugin()}",
                f"--python={find_python()}",
                f"--startup_timeout_s={int(self._timeout)}"]
+        if self.gcs_scratch_location:
+            cmd.append(f"--gcs_scratch_location={self.gcs_scratch_location}")
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + self._timeout
         line = self._process.stdout.readline()  # blocks until ready, or EOF if up failed
