@@ -76,6 +76,9 @@ inline constexpr int64_t kHostCallbackKeysMax = 1 << 16;
 // Fetches one session runs at once, on threads of its own (kept for the next one), so
 // that its request loop goes on; past this, a fetch runs on the session's thread.
 inline constexpr int64_t kFetchesInFlightMax = 64;
+// Compiles one session runs at once off its request loop (a long compile does not hold
+// up the client's other requests); past this, a compile runs on the session's thread.
+inline constexpr int64_t kCompilesInFlightMax = 8;
 // Ended sessions a worker remembers, to drop their launches still on the way.
 inline constexpr int64_t kCancelledSessionsKept = 4096;
 

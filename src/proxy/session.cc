@@ -106,12 +106,18 @@ Session::~Session() {
   // yet are dropped: nobody will read their outputs.
   calls_.CancelAll();
   fetches_.Stop();
+  compiles_.Stop();
   for (WorkerConnection* worker : workers_) {
     if (worker->up()) CancelLaunches(worker, id_);
   }
   // Arrays release their worker buffers; executables their worker programs.
   arrays_.Clear();
-  executables_.clear();
+  std::map<uint64_t, std::shared_ptr<Executable>> executables;
+  {
+    absl::MutexLock lock(&executables_mutex_);
+    executables.swap(executables_);
+  }
+  executables.clear();
   for (WorkerConnection* worker : workers_) {
     absl::Status flushed = worker->Flush(kEndFlushTimeout);
     if (absl::IsDeadlineExceeded(flushed)) {
@@ -183,6 +189,11 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
                                   request.request_metadata().op_id());
     });
     if (status.ok()) return std::nullopt;
+  } else if (request.has_compile_request()) {
+    status = Guarded("Compile", [&] {
+      return CompileLater(request.compile_request(), request.request_metadata().op_id());
+    });
+    if (status.ok()) return std::nullopt;
   } else if (request.has_copy_to_host_buffer_request()) {
     status = Guarded("CopyToHostBuffer", [&] {
       return CopyToHostBufferLater(request.copy_to_host_buffer_request(),
@@ -247,8 +258,6 @@ absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtRespo
     case R::kGetDefaultLayoutRequest:
       return HandleGetDefaultLayout(request.get_default_layout_request(),
                                     response->mutable_get_default_layout_response());
-    case R::kCompileRequest:
-      return HandleCompile(request.compile_request(), response->mutable_compile_response());
     case R::kLoadedExecutableMetadataRequest:
       return HandleExecutableMetadata(request.loaded_executable_metadata_request(),
                                       response->mutable_loaded_executable_metadata_response());

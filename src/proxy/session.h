@@ -130,7 +130,22 @@ class Session {
                                     wire::IsArrayDeletedResponse* response);
   absl::Status HandleGetDefaultLayout(const wire::GetDefaultLayoutRequest& request,
                                       wire::GetDefaultLayoutResponse* response);
-  absl::Status HandleCompile(const wire::CompileRequest& request, wire::CompileResponse* response);
+  // A compile in flight: what the request loop prepared, and the workers' answers.
+  struct PendingCompile {
+    CompileRequest compile;
+    std::vector<int64_t> devices;
+    std::vector<WorkerConnection*> workers;
+    std::vector<CompileRequest> requests;  // one per worker
+    std::vector<absl::StatusOr<Compiled>> compiled;
+    bool done = false;  // compiled already (on a stand-in)
+    uint64_t handle = 0;
+    uint64_t ready_future = 0;
+  };
+  // Answered through the sink once the workers have compiled (or loaded from their
+  // compilation cache) the program; the session goes on with the next request meanwhile.
+  absl::Status CompileLater(const wire::CompileRequest& request, uint64_t op_id);
+  // Runs off the session thread: compiles on the workers and makes the executable.
+  absl::StatusOr<std::shared_ptr<Executable>> FinishCompile(PendingCompile& pending);
   absl::Status HandleProgramText(
       const wire::LoadedExecutableHumanReadableProgramTextRequest& request,
       wire::LoadedExecutableHumanReadableProgramTextResponse* response);
@@ -198,7 +213,9 @@ class Session {
   std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
   std::vector<WorkerConnection*> workers_;  // their workers
   ArrayTable arrays_;
-  std::map<uint64_t, std::shared_ptr<Executable>> executables_;
+  // Compiles finishing off the session thread add to it.
+  mutable absl::Mutex executables_mutex_;
+  std::map<uint64_t, std::shared_ptr<Executable>> executables_ ABSL_GUARDED_BY(executables_mutex_);
   std::map<uint64_t, absl::Status> futures_;
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
@@ -206,7 +223,8 @@ class Session {
   // Fetches in flight, on threads of the session's own; their worker calls are
   // cancelled and the threads joined when it ends.
   CallSet calls_;
-  TaskThreads fetches_{static_cast<int>(limits::kFetchesInFlightMax)};
+  TaskThreads fetches_{static_cast<int>(limits::kFetchesInFlightMax), "sy-fetch"};
+  TaskThreads compiles_{static_cast<int>(limits::kCompilesInFlightMax), "sy-compile"};
 };
 
 }  // namespace switchyard::proxy

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/guarded.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -95,6 +96,7 @@ OpSharding Replicated() {
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Executable>> Session::GetExecutable(uint64_t handle) const {
+  absl::MutexLock lock(&executables_mutex_);
   auto it = executables_.find(handle);
   if (it == executables_.end()) {
     return absl::NotFoundError(absl::StrCat("Unknown loaded executable handle: ", handle));
@@ -102,8 +104,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::GetExecutable(uint64_t hand
   return it->second;
 }
 
-absl::Status Session::HandleCompile(const wire::CompileRequest& request,
-                                    wire::CompileResponse* response) {
+absl::Status Session::CompileLater(const wire::CompileRequest& request, uint64_t op_id) {
   if (request.program().type_name() != kXlaProgram) {
     return absl::UnimplementedError(absl::StrCat("Switchyard compiles XLA programs only, not '",
                                                  request.program().type_name(), "'"));
@@ -149,22 +150,58 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     }
   }
   // Every worker compiles the same program with the global assignment, at once.
-  std::vector<CompileRequest> requests(workers.size(), compile);
-  std::vector<absl::StatusOr<Compiled>> compiled(workers.size(),
-                                                 absl::UnknownError("not compiled"));
+  auto pending = std::make_shared<PendingCompile>();
+  pending->devices = std::move(devices);
+  pending->workers = workers;
+  pending->requests.assign(workers.size(), compile);
+  pending->compiled.assign(workers.size(), absl::UnknownError("not compiled"));
+  pending->compile = std::move(compile);
   if (workers.size() == 1 && !workers[0]->up()) {
     // The slice is down: the client still gets its executable now (pathwaysutils'
     // health checks compile for every slice, the lost one too), from a stand-in; its
     // launches fail with DATA_LOSS until the slice returns and it is compiled there.
-    compiled[0] = CompileOnStandIn(workers[0], compile);
-    requests[0].set_executable_id(0);  // no copy on the slice yet
+    pending->compiled[0] = CompileOnStandIn(workers[0], pending->compile);
+    pending->requests[0].set_executable_id(0);  // no copy on the slice yet
+    pending->done = true;
   } else {
+    for (CompileRequest& each : pending->requests) each.set_executable_id(NewWorkerObjectId());
+  }
+  pending->handle = NewHandle();
+  pending->ready_future = NewFuture(absl::OkStatus());
+  // The compile runs off the request loop: the client's other requests go on meanwhile.
+  // It touches nothing of the session but `calls_` and, once done, `executables_`.
+  compiles_.Run([this, pending, op_id] {
+    absl::StatusOr<std::shared_ptr<Executable>> executable =
+        Guarded("Compile", [&] { return FinishCompile(*pending); });
+    if (executable.ok()) {
+      absl::MutexLock lock(&executables_mutex_);
+      executables_[pending->handle] = *executable;
+    }
+    AnswerLater(*sink_, op_id, executable.status(), [&](wire::IfrtResponse* answer) {
+      wire::CompileResponse* response = answer->mutable_compile_response();
+      response->set_loaded_executable_handle(pending->handle);
+      response->set_name((*executable)->name);
+      response->set_num_devices(static_cast<int32_t>((*executable)->devices.size()));
+      for (int64_t device : (*executable)->devices) {
+        response->add_device_ids(static_cast<int32_t>(device));
+        response->add_addressable_device_ids(static_cast<int32_t>(device));
+      }
+      response->set_ready_future_handle(pending->ready_future);
+    });
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Executable>> Session::FinishCompile(PendingCompile& pending) {
+  std::vector<WorkerConnection*>& workers = pending.workers;
+  std::vector<CompileRequest>& requests = pending.requests;
+  std::vector<absl::StatusOr<Compiled>>& compiled = pending.compiled;
+  if (!pending.done) {
     std::vector<std::thread> threads;
     for (size_t w = 0; w < workers.size(); ++w) {
-      requests[w].set_executable_id(NewWorkerObjectId());
       auto run = [&, w] {
         if (workers.size() > 1) NameThisThread("sy-compile");
-        compiled[w] = Compile(workers[w], requests[w]);
+        compiled[w] = Compile(workers[w], requests[w], &calls_);
       };
       if (workers.size() == 1) {
         run();
@@ -175,7 +212,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
     for (std::thread& thread : threads) thread.join();
   }
   auto executable = std::make_shared<Executable>();
-  executable->request = std::move(compile);
+  executable->request = std::move(pending.compile);
   absl::Status failed;
   for (size_t w = 0; w < workers.size(); ++w) {
     if (!compiled[w].ok()) {
@@ -196,7 +233,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   if (workers.size() == 1) {
     executable->devices = executable->parts[0].devices;
   } else {
-    executable->devices = devices;
+    executable->devices = pending.devices;
   }
   for (const OutputSpec& output : first.outputs()) {
     executable->output_dtypes.push_back(output.dtype());
@@ -234,17 +271,7 @@ absl::Status Session::HandleCompile(const wire::CompileRequest& request,
   executable->cost_analysis.insert(first.cost_analysis().begin(), first.cost_analysis().end());
   executable->compiled_memory_stats = first.compiled_memory_stats();
 
-  const uint64_t handle = NewHandle();
-  executables_[handle] = executable;
-  response->set_loaded_executable_handle(handle);
-  response->set_name(executable->name);
-  response->set_num_devices(static_cast<int32_t>(executable->devices.size()));
-  for (int64_t device : executable->devices) {
-    response->add_device_ids(static_cast<int32_t>(device));
-    response->add_addressable_device_ids(static_cast<int32_t>(device));
-  }
-  response->set_ready_future_handle(NewFuture(absl::OkStatus()));
-  return absl::OkStatus();
+  return executable;
 }
 
 absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
@@ -613,7 +640,16 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
 
 absl::Status Session::HandleExecutableDestruct(
     const wire::LoadedExecutableDestructRequest& request) {
-  if (executables_.erase(request.loaded_executable_handle()) == 0) {
+  std::shared_ptr<Executable> gone;  // freed outside the lock: it sends to its workers
+  {
+    absl::MutexLock lock(&executables_mutex_);
+    auto it = executables_.find(request.loaded_executable_handle());
+    if (it != executables_.end()) {
+      gone = std::move(it->second);
+      executables_.erase(it);
+    }
+  }
+  if (gone == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("Unknown loaded executable handle: ", request.loaded_executable_handle()));
   }

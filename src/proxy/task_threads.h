@@ -17,7 +17,8 @@ namespace switchyard::proxy {
 
 class TaskThreads {
  public:
-  explicit TaskThreads(int max) : max_(max) {}
+  // `thread_name` names the threads (common/thread_name.h).
+  TaskThreads(int max, const char* thread_name) : max_(max), thread_name_(thread_name) {}
   ~TaskThreads() { Stop(); }
   TaskThreads(const TaskThreads&) = delete;
   TaskThreads& operator=(const TaskThreads&) = delete;
@@ -30,7 +31,7 @@ class TaskThreads {
         queue_.push_back(std::move(task));
         if (idle_ < static_cast<int>(queue_.size())) {
           threads_.emplace_back([this] {
-            NameThisThread("sy-fetch");
+            NameThisThread(thread_name_);
             Loop();
           });
         }
@@ -71,6 +72,7 @@ class TaskThreads {
   }
 
   const int max_;
+  const char* const thread_name_;
   absl::Mutex mutex_;
   std::deque<std::function<void()>> queue_ ABSL_GUARDED_BY(mutex_);
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mutex_);

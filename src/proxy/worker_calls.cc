@@ -159,11 +159,19 @@ absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker
   return response;
 }
 
-absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request) {
+absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request,
+                                 CallSet* calls) {
   grpc::ClientContext context;
   SetDeadline(&context, kCompileTimeout);
   absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
   if (!call.ok()) return call.status();
+  if (calls != nullptr && !calls->Add(&context)) {
+    calls->Remove(&context);
+    return absl::CancelledError("the session ended");
+  }
+  absl::Cleanup unregister = [&] {
+    if (calls != nullptr) calls->Remove(&context);
+  };
   Compiled compiled;
   compiled.epoch = call->epoch;
   absl::Status status = FromGrpcStatus(call->stub->Compile(&context, request, &compiled.response));

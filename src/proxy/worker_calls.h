@@ -45,7 +45,9 @@ struct Compiled {
   CompileResponse response;
   uint64_t epoch = 0;
 };
-absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request);
+// `calls`, if given, can cancel the compile (its session ended).
+absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest& request,
+                                 CallSet* calls = nullptr);
 
 // Worker.DescribeProgram for `executable_id` (made in `epoch`).
 absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker,

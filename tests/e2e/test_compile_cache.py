@@ -176,3 +176,55 @@ def test_an_unmounted_bucket_is_a_clear_error(command, plugin, tmp_path):
     assert f"gcsfuse team-bucket {tmp_path}/team-bucket" in result.stderr, result.stderr
     no_root = subprocess.run(args[:3] + args[4:], capture_output=True, text=True, timeout=60)
     assert no_root.returncode == 2 and "--storage_mount_root" in no_root.stderr, no_root.stderr
+
+
+# One thread compiles a model that takes over a second; another moves arrays meanwhile.
+CONCURRENT = r"""
+import json, threading, time
+import numpy as np
+import jax
+import jax.numpy as jnp
+jax.config.update("jax_platforms", "proxy,cpu")
+import switchyard
+switchyard.initialize()
+
+def f(x):
+    for i in range(80):
+        x = jnp.tanh(x @ x.T * (1.0 / (i + 1)) + i)
+        x = jnp.where(x > 0, jnp.sin(x), jnp.cos(x)) * (i % 7 + 1)
+        x = jnp.roll(x, i % 5, axis=0)
+    return x.sum()
+
+x = np.ones((32, 32), np.float32)
+lowered = jax.jit(f).lower(x)
+np.asarray(jax.device_put(x))  # the session is open and warm
+times = {}
+def compile_it():
+    times["start"] = time.monotonic()
+    lowered.compile()
+    times["end"] = time.monotonic()
+thread = threading.Thread(target=compile_it)
+thread.start()
+done = []
+while thread.is_alive():
+    np.testing.assert_array_equal(np.asarray(jax.device_put(x + len(done))), x + len(done))
+    done.append(time.monotonic())
+thread.join()
+print(json.dumps({"start": times["start"], "end": times["end"], "done": done}), flush=True)
+"""
+
+
+def test_a_long_compile_does_not_hold_up_the_clients_other_requests(spawn, plugin, scratch):
+    import json
+
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch)
+    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+    result = subprocess.run([sys.executable, "-c", CONCURRENT], env=env, capture_output=True,
+                            text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    times = json.loads(result.stdout.splitlines()[-1])
+    # Round trips finished while the compile ran (on the session's request loop they
+    # would all wait for it; the first quarter second lets the compile request get there).
+    during = [t for t in times["done"] if times["start"] + 0.25 < t < times["end"]]
+    assert times["end"] - times["start"] > 0.5, times  # it was a long compile
+    assert len(during) >= 3, (len(during), times["end"] - times["start"])

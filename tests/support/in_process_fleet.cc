@@ -23,6 +23,10 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
   auto rm = rm::ResourceManagerServer::Start(rm_options);
   if (!rm.ok()) return rm.status();
   rm_ = *std::move(rm);
+  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  // One at a time, as `switchyard up` starts them: the RM gives device ids in join
+  // order, and tests expect slice 0 to have the first ones.
   for (int slice = 0; slice < slices; ++slice) {
     worker::WorkerOptions options;
     options.listen_host = kInProcessHost;
@@ -33,17 +37,18 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
     auto worker = worker::WorkerServer::Start(options);
     if (!worker.ok()) return worker.status();
     workers_.push_back(*std::move(worker));
+    while (true) {
+      std::vector<proxy::DeviceEntry> devices = fleet_->Devices();
+      bool up = devices.size() == static_cast<size_t>((slice + 1) * devices_per_worker);
+      for (const proxy::DeviceEntry& device : devices) up = up && device.worker->up();
+      if (up) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
   }
-  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (absl::Now() < deadline) {
-    std::vector<proxy::DeviceEntry> devices = fleet_->Devices();
-    bool up = devices.size() == static_cast<size_t>(slices * devices_per_worker);
-    for (const proxy::DeviceEntry& device : devices) up = up && device.worker->up();
-    if (up) return absl::OkStatus();
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+  return absl::OkStatus();
 }
 
 void InProcessFleet::StartOrAbort(int slices, int devices_per_worker) {

@@ -11,7 +11,7 @@ namespace switchyard::proxy {
 namespace {
 
 TEST(TaskThreadsTest, BlockingTasksRunSideBySideUpToTheLimitThenOnTheCaller) {
-  TaskThreads threads(2);
+  TaskThreads threads(2, "sy-test");
   absl::Notification release;
   std::atomic<int> started{0};
   const std::thread::id caller = std::this_thread::get_id();
@@ -32,7 +32,7 @@ TEST(TaskThreadsTest, BlockingTasksRunSideBySideUpToTheLimitThenOnTheCaller) {
 }
 
 TEST(TaskThreadsTest, IdleThreadsTakeTheNextTasksAndStopRunsWhatIsQueued) {
-  TaskThreads threads(4);
+  TaskThreads threads(4, "sy-test");
   std::atomic<int> done{0};
   for (int i = 0; i < 100; ++i) threads.Run([&] { ++done; });
   threads.Stop();
