@@ -17,9 +17,11 @@ from switchyard.cluster import free_port
 class Process:
     """A `switchyard` subprocess whose stderr is collected as it runs."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
+    def __init__(self, args: list[str], env: dict | None = None, prefix: list[str] | None = None):
         self.args = args
-        self.proc = subprocess.Popen([switchyard.find_binary(), *args], stdout=subprocess.PIPE,
+        # `prefix`: a command that runs the binary (e.g. in a mount namespace of its own).
+        self.proc = subprocess.Popen([*(prefix or []), switchyard.find_binary(), *args],
+                                     stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})})
         self.lines: list[str] = []
@@ -79,8 +81,8 @@ def spawn():
     """spawn(args...) -> Process; every process is stopped at the end of the test."""
     started: list[Process] = []
 
-    def _spawn(*args: str, env: dict | None = None) -> Process:
-        process = Process(list(args), env=env)
+    def _spawn(*args: str, env: dict | None = None, prefix: list[str] | None = None) -> Process:
+        process = Process(list(args), env=env, prefix=prefix)
         started.append(process)
         return process
 

@@ -16,6 +16,7 @@ from switchyard.cluster import free_port
 
 # Compiles one program per device it is given and checks it against JAX's CPU backend.
 CLIENT = r"""
+import os
 import sys
 import numpy as np
 import jax
@@ -24,9 +25,11 @@ jax.config.update("jax_platforms", "proxy,cpu")
 import switchyard
 switchyard.initialize()
 
+PROGRAM = int(os.environ.get("PROGRAM", "0"))  # another number, another program
+
 def f(x):
     for i in range(8):
-        x = jnp.tanh(x @ x.T + i) * 0.5
+        x = jnp.tanh(x @ x.T + i + PROGRAM) * 0.5
     return x.sum()
 
 x = np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)
@@ -38,8 +41,8 @@ print("OK", flush=True)
 """
 
 
-def run_client(port: int, *devices: int):
-    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+def run_client(port: int, *devices: int, program: int = 0):
+    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", "PROGRAM": str(program)}
     result = subprocess.run([sys.executable, "-c", CLIENT, *map(str, devices)], env=env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
@@ -50,7 +53,7 @@ def scratch(tmp_path):
     return tmp_path / "scratch"
 
 
-def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=()):
+def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=(), prefix=None):
     """A fresh fleet (its own RM) whose workers keep their programs under `scratch`:
     a restarted fleet, possibly of another size."""
     scratch.mkdir(exist_ok=True)
@@ -61,7 +64,8 @@ def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=()):
     for s in slices:
         worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
                        "--server_port=0", f"--slice_index={s}", f"--pjrt_plugin={plugin}",
-                       "--cpu_device_count=4", f"--gcs_scratch_location={scratch}", *plugin_args)
+                       "--cpu_device_count=4", f"--gcs_scratch_location={scratch}", *plugin_args,
+                       prefix=prefix)
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     port = free_port()
@@ -165,6 +169,53 @@ def test_a_cache_that_cannot_be_made_leaves_workers_compiling(spawn, plugin, scr
     [worker], proxy, port = start_fleet(spawn, plugin, scratch)
     run_client(port, 0)
     assert "no compilation cache (every program is compiled)" in worker.output
+
+
+def read_only(directory) -> list[str]:
+    """A command prefix that runs its command with `directory` mounted read-only."""
+    script = (f"mount --bind {directory} {directory} && "
+              f"mount -o remount,ro,bind {directory} {directory} && exec \"$@\"")
+    return ["unshare", "-m", "sh", "-c", script, "read-only"]
+
+
+def can_mount_read_only(tmp_path) -> bool:
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    return subprocess.run([*read_only(probe), "true"], capture_output=True).returncode == 0
+
+
+def test_a_read_only_cache_serves_hits_and_stores_nothing(spawn, plugin, scratch, tmp_path):
+    if not can_mount_read_only(tmp_path):
+        pytest.skip("needs mount namespaces (unshare -m) to make a read-only mount")
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch)
+    run_client(port, 0)
+    stop(worker)
+    assert len(entries(scratch)) == 1
+    [worker], proxy, port = start_fleet(spawn, plugin, scratch, slices=(1,),
+                                        prefix=read_only(scratch))
+    assert "is read-only here" in worker.output
+    run_client(port, 0)
+    worker.wait_for("compilation cache hit for", timeout=5)
+    run_client(port, 0, program=1)  # a new program: compiled, not stored
+    assert len(entries(scratch)) == 1
+
+
+def test_two_fleets_compiling_one_program_into_one_directory(spawn, plugin, scratch):
+    first, _, first_port = start_fleet(spawn, plugin, scratch, slices=(0,))
+    second, _, second_port = start_fleet(spawn, plugin, scratch, slices=(0,))
+    env = [{**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", "PROGRAM": "2"}
+           for port in (first_port, second_port)]
+    clients = [subprocess.Popen([sys.executable, "-c", CLIENT, "0"], env=e, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE) for e in env]
+    for client in clients:
+        out, err = client.communicate(timeout=180)
+        assert client.returncode == 0 and "OK" in out, err[-3000:]
+    assert len(entries(scratch)) == 1  # one whole entry, whoever renamed last
+    assert not list((scratch / "switchyard" / "compilation_cache").glob("*.tmp.*"))
+    stop(*first, *second)
+    [worker], _, port = start_fleet(spawn, plugin, scratch, slices=(0,))
+    run_client(port, 0, program=2)
+    worker.wait_for("compilation cache hit for", timeout=5)
 
 
 @pytest.mark.parametrize("command", ["worker", "up"])
