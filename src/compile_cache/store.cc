@@ -93,9 +93,9 @@ absl::StatusOr<CompileCacheEntry> ReadHeader(const std::string& path) {
   return entry;
 }
 
-// The whole entry: DATA_LOSS for anything but a whole, matching, intact one.
-absl::StatusOr<std::string> ReadPayload(const std::string& bytes, const std::string& key,
-                                        CompileCacheEntry* entry) {
+// The whole entry, made into its executable in place (no second copy of what may be
+// hundreds of MB): DATA_LOSS for anything but a whole, matching, intact one.
+absl::Status TakePayload(std::string& bytes, const std::string& key, CompileCacheEntry* entry) {
   if (bytes.size() < kPreamble || std::memcmp(bytes.data(), kMagic, 4) != 0 ||
       GetU32(bytes.data() + 4) != kFormatVersion) {
     return absl::DataLossError("not a cache entry of this format");
@@ -116,7 +116,8 @@ absl::StatusOr<std::string> ReadPayload(const std::string& bytes, const std::str
   if (Sha256().Update(payload).Raw() != entry->payload_sha256()) {
     return absl::DataLossError("the executable's checksum does not match");
   }
-  return std::string(payload);
+  bytes.erase(0, kPreamble + size);
+  return absl::OkStatus();
 }
 
 EntryInfo Info(const std::string& path, const FileStat& stat) {
@@ -213,10 +214,10 @@ std::optional<Hit> CompileCache::Lookup(const Key& key) {
     return std::nullopt;
   }
   CompileCacheEntry entry;
-  absl::StatusOr<std::string> payload = ReadPayload(*bytes, key.id, &entry);
-  if (!payload.ok()) {
+  const int64_t size = static_cast<int64_t>(bytes->size());
+  if (absl::Status intact = TakePayload(*bytes, key.id, &entry); !intact.ok()) {
     SY_LOG(Warning) << "compilation cache: ignoring and removing " << path << ": "
-                    << payload.status().message();
+                    << intact.message();
     unlink(path.c_str());
     ++corrupt_;
     ++misses_;
@@ -224,8 +225,8 @@ std::optional<Hit> CompileCache::Lookup(const Key& key) {
   }
   utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // used now: last to be evicted
   ++hits_;
-  bytes_read_ += static_cast<int64_t>(bytes->size());
-  return Hit{*std::move(payload), entry.compile_seconds()};
+  bytes_read_ += size;
+  return Hit{*std::move(bytes), entry.compile_seconds()};
 }
 
 void CompileCache::ExplainMiss(const Key& key) const {
