@@ -3,25 +3,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/dimension_order.h"
 #include "common/status_macros.h"
 #include "pjrt/c_api.h"
 #include "pjrt/client.h"
 #include "pjrt/event.h"
 
 namespace switchyard::pjrt {
-
-std::vector<int64_t> MajorToMinor(size_t rank) {
-  std::vector<int64_t> minor_to_major(rank);
-  for (size_t i = 0; i < rank; ++i) minor_to_major[i] = static_cast<int64_t>(rank - 1 - i);
-  return minor_to_major;
-}
-
-bool IsMajorToMinor(absl::Span<const int64_t> minor_to_major) {
-  for (size_t i = 0; i < minor_to_major.size(); ++i) {
-    if (minor_to_major[i] != static_cast<int64_t>(minor_to_major.size() - 1 - i)) return false;
-  }
-  return true;
-}
 
 absl::StatusOr<std::unique_ptr<Buffer>> Buffer::Wrap(const Client* client, PJRT_Buffer* handle) {
   const PJRT_Api* api = client->api();

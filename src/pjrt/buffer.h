@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/types/span.h"
 #include "pjrt/dtype.h"
 
 struct PJRT_Buffer;
@@ -18,10 +17,6 @@ struct PJRT_Buffer;
 namespace switchyard::pjrt {
 
 class Client;
-
-// XLA's default dimension order for `rank` dimensions, minor first: {rank-1, ..., 0}.
-std::vector<int64_t> MajorToMinor(size_t rank);
-bool IsMajorToMinor(absl::Span<const int64_t> minor_to_major);
 
 class Buffer {
  public:

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/dimension_order.h"
 #include "common/guarded.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -378,11 +379,8 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
   }
   // As the worker's compiler chose them (a client may choose non-default ones).
   auto add_layout = [](const std::vector<int64_t>& order, size_t rank, xla::LayoutProto* layout) {
-    if (!order.empty()) {
-      layout->mutable_minor_to_major()->Add(order.begin(), order.end());
-      return;
-    }
-    for (int d = static_cast<int>(rank) - 1; d >= 0; --d) layout->add_minor_to_major(d);
+    const std::vector<int64_t> dense = order.empty() ? MajorToMinor(rank) : order;
+    layout->mutable_minor_to_major()->Add(dense.begin(), dense.end());
   };
   auto* layouts = response->mutable_output_layouts_list();
   for (size_t o = 0; o < outputs; ++o) {
@@ -391,12 +389,7 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
                executable->output_shard_dims[o].size(), layouts->add_layouts());
   }
   if (std::any_of(executable->parameter_layouts.begin(), executable->parameter_layouts.end(),
-                  [](const auto& order) {
-                    for (size_t i = 0; i < order.size(); ++i) {
-                      if (order[i] != static_cast<int64_t>(order.size() - 1 - i)) return true;
-                    }
-                    return false;
-                  })) {
+                  [](const auto& order) { return !IsMajorToMinor(order); })) {
     auto* parameters = response->mutable_parameter_layouts_list();
     for (const auto& order : executable->parameter_layouts) {
       parameters->add_layouts()->mutable_minor_to_major()->Add(order.begin(), order.end());

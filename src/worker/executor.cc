@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/dimension_order.h"
 #include "common/guarded.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -223,7 +224,7 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
           (tuple || result.dimensions_size() > 0 || result.has_layout())) {
         for (int o = 0; o < results; ++o) {
           const auto& order = (tuple ? result.tuple_shapes(o) : result).layout().minor_to_major();
-          if (!pjrt::IsMajorToMinor(absl::MakeConstSpan(order.data(), order.size()))) {
+          if (!IsMajorToMinor(absl::MakeConstSpan(order.data(), order.size()))) {
             response.mutable_outputs(o)->mutable_minor_to_major()->Add(order.begin(), order.end());
           }
         }
@@ -282,8 +283,8 @@ namespace {
 // Whether a buffer of dimension order `has` can go where `wants` is read. Empty is the
 // default order (a plugin that does not say has only that one).
 bool SameOrder(const std::vector<int64_t>& has, const std::vector<int64_t>& wants, size_t rank) {
-  const bool has_default = has.empty() || pjrt::IsMajorToMinor(has);
-  const bool wants_default = wants.empty() || pjrt::IsMajorToMinor(wants);
+  const bool has_default = has.empty() || IsMajorToMinor(has);
+  const bool wants_default = wants.empty() || IsMajorToMinor(wants);
   if (has_default || wants_default) return has_default == wants_default;
   return has == wants && has.size() == rank;
 }

@@ -53,9 +53,9 @@ CALLBACK_WORKS = """
 """
 
 
-def test_a_client_killed_inside_a_callback_leaves_the_fleet_serving(cluster):
-    worker = cluster.status()["slices"][0]["hosts"][0]["address"]
-    stuck = client(cluster, """
+def hanging_client(cluster):
+    """A client whose program waits in a callback that never returns ("IN CALLBACK")."""
+    return client(cluster, """
         def hang(a):
             print("IN CALLBACK", flush=True)
             time.sleep(3600)
@@ -63,6 +63,11 @@ def test_a_client_killed_inside_a_callback_leaves_the_fleet_serving(cluster):
         jax.jit(lambda v: jax.pure_callback(hang, jax.ShapeDtypeStruct((), jnp.float32), v))(
             jnp.float32(1)).block_until_ready()
     """)
+
+
+def test_a_client_killed_inside_a_callback_leaves_the_fleet_serving(cluster):
+    worker = cluster.status()["slices"][0]["hosts"][0]["address"]
+    stuck = hanging_client(cluster)
     deadline = time.monotonic() + 120
     for line in stuck.stdout:
         if "IN CALLBACK" in line:
@@ -122,14 +127,7 @@ def test_a_proxy_killed_while_a_worker_waits_in_a_callback_leaves_the_worker_ser
     # The worker may run the launch on the stream's reader thread, which then never
     # reads the stream's end: the waiting call must notice the proxy went by itself.
     worker = cluster.status()["slices"][0]["hosts"][0]["address"]
-    stuck = client(cluster, """
-        def hang(a):
-            print("IN CALLBACK", flush=True)
-            time.sleep(3600)
-            return a
-        jax.jit(lambda v: jax.pure_callback(hang, jax.ShapeDtypeStruct((), jnp.float32), v))(
-            jnp.float32(1)).block_until_ready()
-    """)
+    stuck = hanging_client(cluster)
     for line in stuck.stdout:
         if "IN CALLBACK" in line:
             break
