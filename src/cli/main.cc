@@ -88,6 +88,17 @@ int main(int argc, char** argv) {
     return argc < 2 ? 2 : 0;
   }
   const std::string command = argv[1];
+  if (!switchyard::cli::IsCommand(command)) {
+    std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
+    return 2;
+  }
+  for (int i = 2; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0 ||
+        std::strcmp(argv[i], "--helpfull") == 0) {
+      switchyard::cli::PrintCommandHelp(command);
+      return 0;
+    }
+  }
   // Drop the command so absl sees `switchyard --flag ...`.
   std::vector<std::string> storage;
   std::vector<char*> args = NormalizeFlagNames(argc, argv, &storage);
@@ -107,7 +118,5 @@ int main(int argc, char** argv) {
   if (command == "proxy") return switchyard::cli::RunProxy();
   if (command == "worker") return switchyard::cli::RunWorker();
   if (command == "status") return switchyard::cli::RunStatus();
-  if (command == "up") return switchyard::cli::RunUp(argv[0]);
-  std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s\n", command.c_str(), kUsage);
-  return 2;
+  return switchyard::cli::RunUp(argv[0]);
 }

@@ -23,7 +23,10 @@ int RunProxy() {
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
   options.num_elastic_slices = absl::GetFlag(FLAGS_num_elastic_slices);
   WarnIfCacheLocationUnusable();
-  return ServeUntilSignal(proxy::ProxyServer::Start(options));
+  absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
+  // Pathways' wording: deployment scripts and readiness checks wait for this line.
+  SY_LOG(Info) << "IFRT proxy server started with status " << server.status();
+  return ServeUntilSignal(std::move(server));
 }
 
 }  // namespace switchyard::cli

@@ -171,6 +171,28 @@ def test_cli_usage_errors(spawn):
     assert "cannot reach the resource manager" in status.output
 
 
+@pytest.mark.parametrize("command,flags", [
+    ("rm", ["--server_port", "--state_file"]),
+    ("proxy", ["--resource_manager_address", "--num_elastic_slices"]),
+    ("worker", ["--slice_index", "--pjrt_plugin", "--gcs_scratch_location"]),
+    ("status", ["--json"]),
+    ("cache", ["--compilation_cache_max_bytes"]),
+    ("up", ["--workers", "--devices_per_worker"]),
+])
+def test_command_help_lists_that_commands_flags(spawn, command, flags):
+    helped = spawn(command, "--help")
+    assert helped.wait_exit() == 0
+    assert f"usage: switchyard {command}" in helped.output
+    for flag in flags:
+        assert f"  {flag} (default: " in helped.output, helped.output
+    assert "No flags matched" not in helped.output
+
+
+def test_proxy_prints_pathways_ready_line(spawn, rm):
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
+    proxy.wait_for("IFRT proxy server started with status OK")
+
+
 def test_up_starts_a_fleet_and_leaves_no_orphans(spawn, plugin):
     rm_port = free_port()
     up = spawn("up", "--workers", "2", "--devices-per-worker", "4", f"--rm_port={rm_port}",

@@ -1,0 +1,79 @@
+// `switchyard <command> --help`: the flags that command reads, with their defaults.
+// absl's own --help filters flags by file name, which matches none of ours; each
+// command's list lives here so that one table answers "what does this command take".
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/reflection.h"
+#include "cli/commands.h"
+
+namespace switchyard::cli {
+namespace {
+
+struct CommandHelp {
+  const char* name;
+  const char* summary;
+  std::vector<const char*> flags;
+};
+
+const std::vector<CommandHelp>& Commands() {
+  static const auto* commands = new std::vector<CommandHelp>{
+      {"rm",
+       "The resource manager: fleet membership, global device ids, health. One per fleet.",
+       {"server_port", "listen_host", "metrics_port", "state_file", "gcs_scratch_location",
+        "storage_mount_root"}},
+      {"proxy",
+       "The IFRT proxy a JAX client connects to (JAX_PLATFORMS=proxy, "
+       "JAX_BACKEND_TARGET=grpc://HOST:PORT).",
+       {"server_port", "listen_host", "resource_manager_address", "num_elastic_slices",
+        "metrics_port", "gcs_scratch_location", "storage_mount_root"}},
+      {"worker",
+       "One host of a slice: loads a PJRT plugin and serves its devices.",
+       {"server_port", "listen_host", "advertise_host", "resource_manager_address", "slice_index",
+        "host_index", "num_nodes", "kv_epoch", "pjrt_plugin", "cpu_device_count", "python",
+        "register_timeout_s", "metrics_port", "gcs_scratch_location", "storage_mount_root",
+        "compilation_cache_max_bytes"}},
+      {"status",
+       "Print the fleet as the resource manager sees it.",
+       {"resource_manager_address", "json"}},
+      {"cache",
+       "The compilation cache: `switchyard cache ls | stats | prune`.",
+       {"gcs_scratch_location", "storage_mount_root", "compilation_cache_max_bytes"}},
+      {"up",
+       "A local cluster (rm + workers + proxy) as child processes, stopped together.",
+       {"workers", "devices_per_worker", "hosts_per_slice", "rm_port", "worker_port", "proxy_port",
+        "listen_host", "pjrt_plugin", "python", "num_elastic_slices", "startup_timeout_s",
+        "gcs_scratch_location", "storage_mount_root", "compilation_cache_max_bytes"}},
+  };
+  return *commands;
+}
+
+}  // namespace
+
+bool IsCommand(const std::string& command) {
+  for (const CommandHelp& help : Commands()) {
+    if (command == help.name) return true;
+  }
+  return false;
+}
+
+bool PrintCommandHelp(const std::string& command) {
+  for (const CommandHelp& help : Commands()) {
+    if (command != help.name) continue;
+    std::printf("usage: switchyard %s [flags]\n\n%s\n\nflags (`-` or `_` in names):\n", help.name,
+                help.summary);
+    for (const char* name : help.flags) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag == nullptr) continue;  // a table typo shows as a missing line in the test
+      std::printf("  --%s (default: %s)\n      %s\n", name,
+                  flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue().c_str(),
+                  flag->Help().c_str());
+    }
+    return true;
+  }
+  return false;
+}
+
+}  // namespace switchyard::cli
