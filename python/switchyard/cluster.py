@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import shutil
 import signal
 import socket
 import subprocess
@@ -15,10 +16,16 @@ _REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def find_binary() -> str:
-    """The `switchyard` binary: $SWITCHYARD_BIN, else the repository's build."""
-    path = os.environ.get("SWITCHYARD_BIN") or str(_REPO / "build" / "src" / "cli" / "switchyard")
-    if not os.access(path, os.X_OK):
-        raise FileNotFoundError(f"no switchyard binary at {path}: run ./dev build")
+    """The `switchyard` binary: $SWITCHYARD_BIN, else the repository's build (when this
+    package runs from a checkout), else `switchyard` on PATH (`cmake --install`)."""
+    path = os.environ.get("SWITCHYARD_BIN")
+    if not path:
+        build = _REPO / "build" / "src" / "cli" / "switchyard"
+        path = str(build) if os.access(build, os.X_OK) else shutil.which("switchyard")
+    if not path or not os.access(path, os.X_OK):
+        raise FileNotFoundError(
+            f"no switchyard binary ({path or 'none on PATH'}): set SWITCHYARD_BIN, put it on "
+            "PATH (cmake --install), or run ./dev build in a checkout")
     return path
 
 
