@@ -1,0 +1,139 @@
+"""A real Slurm cluster on this machine for tests: one slurmctld and several slurmd, each
+under its own node name (`slurmd -N`) and port, all on loopback, with Debian's slurm-wlm.
+Auth is `auth/none` (no munge daemon): only processes of this machine reach the ports."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def available() -> str | None:
+    """None when a cluster can start here, else why not."""
+    for tool in ("slurmctld", "slurmd", "sbatch", "scontrol"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (Debian: slurmctld slurmd slurm-client)"
+    if os.geteuid() != 0:
+        return "slurmd must run as root to launch job steps"
+    return None
+
+
+class SlurmCluster:
+    def __init__(self, directory: pathlib.Path, nodes: int):
+        self.dir = directory
+        self.nodes = [f"sy{i}" for i in range(nodes)]
+        self.conf = directory / "slurm.conf"
+        self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
+        self._daemons: list[subprocess.Popen] = []
+
+    def _write_conf(self) -> None:
+        cpus = os.cpu_count() or 1
+        ctld_port = _free_port()
+        lines = [
+            f"ClusterName=sy{os.getpid()}",
+            "SlurmctldHost=localhost(127.0.0.1)",
+            f"SlurmctldPort={ctld_port}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            "AuthType=auth/none",
+            "CredType=cred/none",
+            "MpiDefault=none",
+            # No cgroup here: the steps' processes are tracked by their parentage.
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            "SelectType=select/linear",
+            "SlurmdParameters=config_overrides",
+            "ReturnToService=2",
+            "KillWait=5",
+            "InactiveLimit=0",
+            "SchedulerParameters=defer",
+            f"StateSaveLocation={self.dir}/ctld",
+            f"SlurmctldPidFile={self.dir}/slurmctld.pid",
+            f"SlurmctldLogFile={self.dir}/slurmctld.log",
+            f"SlurmdSpoolDir={self.dir}/spool-%n",
+            f"SlurmdPidFile={self.dir}/slurmd-%n.pid",
+            f"SlurmdLogFile={self.dir}/slurmd-%n.log",
+        ]
+        for node in self.nodes:
+            lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
+                         f"Port={_free_port()} CPUs={cpus} State=UNKNOWN")
+        lines.append(f"PartitionName=sy Nodes={','.join(self.nodes)} Default=YES "
+                     "MaxTime=INFINITE State=UP")
+        (self.dir / "ctld").mkdir(exist_ok=True)
+        for node in self.nodes:
+            (self.dir / f"spool-{node}").mkdir(exist_ok=True)
+        self.conf.write_text("\n".join(lines) + "\n")
+
+    def start(self, timeout: float = 60) -> None:
+        self._write_conf()
+        self._daemons.append(subprocess.Popen(
+            ["slurmctld", "-D", "-i", "-f", str(self.conf)], env=self.env,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        for node in self.nodes:
+            self._daemons.append(subprocess.Popen(
+                ["slurmd", "-D", "-N", node, "-f", str(self.conf)], env=self.env,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        deadline = time.monotonic() + timeout
+        while True:
+            out = self.run("sinfo", "-h", "-N", "-o", "%N %t", check=False).stdout
+            if sum("idle" in line for line in out.splitlines()) == len(self.nodes):
+                return
+            for daemon in self._daemons:
+                if daemon.poll() is not None:
+                    raise RuntimeError(f"{daemon.args[0]} exited ({daemon.returncode}):\n"
+                                       + self.logs())
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"nodes not idle within {timeout}s: {out!r}\n" + self.logs())
+            time.sleep(0.5)
+
+    def run(self, *args: str, check: bool = True, timeout: float = 60,
+            env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(list(args), env={**self.env, **(env or {})}, cwd=cwd,
+                              capture_output=True, text=True, check=check, timeout=timeout)
+
+    def job_state(self, job_id: str) -> str:
+        out = self.run("scontrol", "show", "job", job_id, "-o", check=False).stdout
+        for field in out.split():
+            if field.startswith("JobState="):
+                return field.split("=", 1)[1]
+        return "GONE"
+
+    def wait_job(self, job_id: str, states: set[str], timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.job_state(job_id)
+            if state in states:
+                return state
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} is {state}, not {states}, after "
+                                     f"{timeout}s\n" + self.logs())
+            time.sleep(0.5)
+
+    def logs(self) -> str:
+        parts = []
+        for log in sorted(self.dir.glob("*.log")):
+            parts.append(f"--- {log.name}\n" + "\n".join(log.read_text().splitlines()[-15:]))
+        return "\n".join(parts)
+
+    def stop(self) -> None:
+        for daemon in self._daemons:
+            if daemon.poll() is None:
+                os.killpg(daemon.pid, signal.SIGTERM)
+        for daemon in self._daemons:
+            try:
+                daemon.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(daemon.pid, signal.SIGKILL)
+                daemon.wait()

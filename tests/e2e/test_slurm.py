@@ -1,0 +1,120 @@
+"""deploy/slurm/switchyard.sbatch on a real slurmctld and slurmd (Debian's slurm-wlm, several
+node names on this machine): a JAX program through the cluster the job starts, and a
+served cluster that `scancel` takes down without leaving a process behind."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from slurm_cluster import SlurmCluster, available
+from switchyard.cluster import find_binary, find_plugin, free_port
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SBATCH = ROOT / "deploy" / "slurm" / "switchyard.sbatch"
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=str(available()))
+
+PROGRAM = """
+import jax, jax.numpy as jnp, numpy as np, switchyard
+switchyard.initialize()
+devices = jax.devices()
+assert sorted({d.slice_index for d in devices}) == [0, 1], devices
+x = np.arange(32, dtype=np.float32).reshape(8, 4)
+for d in devices:
+    y = jax.jit(lambda a: jnp.sin(a) @ a.T)(jax.device_put(x, d))
+    np.testing.assert_allclose(np.asarray(y), np.sin(x) @ x.T, rtol=1e-5)
+print("SLURM JOB OK", len(devices), "devices", flush=True)
+switchyard.shutdown()
+"""
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"), nodes=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def sbatch(slurm, workdir, *args, rm_port, proxy_port):
+    env = {"SWITCHYARD_BIN": find_binary(), "SWITCHYARD_PJRT_PLUGIN": find_plugin(),
+           "SWITCHYARD_WORKER_PYTHON": sys.executable,
+           # Loopback only: every "node" is this machine.
+           "SWITCHYARD_LISTEN_HOST": "127.0.0.1", "SWITCHYARD_HEAD_ADDRESS": "127.0.0.1",
+           "SWITCHYARD_ADVERTISE_HOST": "127.0.0.1"}
+    out = slurm.run("sbatch", "--parsable", "--nodes=2", f"--chdir={workdir}",
+                    f"--output={workdir}/job.out", str(SBATCH), "--slices", "2",
+                    "--devices-per-host", "2", "--rm-port", str(rm_port), "--proxy-port",
+                    str(proxy_port), "--worker-port", "0", *args, env=env).stdout
+    return out.strip().split(";")[0]
+
+
+def processes_with(text: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    if text.encode() in f.read():
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
+
+
+def test_a_jax_program_runs_through_a_cluster_started_by_sbatch(slurm, tmp_path):
+    (tmp_path / "program.py").write_text(PROGRAM)
+    rm_port = free_port()
+    job = sbatch(slurm, tmp_path, "--", sys.executable, str(tmp_path / "program.py"),
+                 rm_port=rm_port, proxy_port=free_port())
+    state = slurm.wait_job(job, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"}, timeout=240)
+    output = (tmp_path / "job.out").read_text()
+    assert state == "COMPLETED", output + slurm.logs()
+    assert "ready: JAX_BACKEND_TARGET=grpc://127.0.0.1:" in output
+    assert "SLURM JOB OK 4 devices" in output
+    assert "command exited with 0" in output
+    deadline = time.monotonic() + 20
+    while processes_with(f"--server_port={rm_port}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_with(f"--server_port={rm_port}")
+
+
+def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_path):
+    rm_port, proxy_port = free_port(), free_port()
+    job = sbatch(slurm, tmp_path, rm_port=rm_port, proxy_port=proxy_port)
+    slurm.wait_job(job, {"RUNNING"}, timeout=60)
+    deadline = time.monotonic() + 120
+    output = ""
+    while "ready: JAX_BACKEND_TARGET" not in output:
+        assert time.monotonic() < deadline, output + slurm.logs()
+        assert slurm.job_state(job) == "RUNNING", output + slurm.logs()
+        time.sleep(0.5)
+        output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
+    target = re.search(r"JAX_BACKEND_TARGET=(\S+)", output).group(1)
+    assert target == f"grpc://127.0.0.1:{proxy_port}"
+    # A client from outside the job, as a notebook on a login node would connect.
+    client = subprocess.run(
+        [sys.executable, "-c", PROGRAM],
+        env={**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target},
+        capture_output=True, text=True, timeout=120)
+    assert "SLURM JOB OK 4 devices" in client.stdout, client.stdout + client.stderr
+    ours = processes_with(f"127.0.0.1:{rm_port}") + processes_with(f"--server_port={rm_port}")
+    assert len(ours) >= 3, ours  # rm, proxy, and the workers (with their srun wrappers)
+    slurm.run("scancel", job)
+    slurm.wait_job(job, {"CANCELLED", "GONE"}, timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (processes_with(f"127.0.0.1:{rm_port}") or
+                                           processes_with(f"--server_port={rm_port}")):
+        time.sleep(0.2)
+    left = processes_with(f"127.0.0.1:{rm_port}") + processes_with(f"--server_port={rm_port}")
+    assert not left, [open(f"/proc/{p}/cmdline").read() for p in left if os.path.exists(f"/proc/{p}")]
