@@ -1,0 +1,44 @@
+{{- define "switchyard.name" -}}
+{{- printf "%s" .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "switchyard.labels" -}}
+app.kubernetes.io/name: switchyard
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "switchyard.selector" -}}
+app.kubernetes.io/name: switchyard
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "switchyard.image" -}}
+{{ printf "%s:%s" .Values.image.repository .Values.image.tag }}
+{{- end -}}
+
+{{- define "switchyard.storageArgs" -}}
+{{- if .Values.gcsScratchLocation }}
+- --gcs_scratch_location={{ .Values.gcsScratchLocation }}
+{{- end }}
+{{- if .Values.storageMountRoot }}
+- --storage_mount_root={{ .Values.storageMountRoot }}
+{{- end }}
+{{- end -}}
+
+{{/* Read-only root: the containers write only to these. */}}
+{{- define "switchyard.containerSecurity" -}}
+securityContext:
+  allowPrivilegeEscalation: false
+  readOnlyRootFilesystem: true
+  capabilities: {drop: ["ALL"]}
+{{- end -}}
+
+{{- define "switchyard.mounts" -}}
+- {name: tmp, mountPath: /tmp}
+{{- with .Values.volumeMounts }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
