@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -46,14 +47,14 @@ def slurm(tmp_path_factory):
         cluster.stop()
 
 
-def sbatch(slurm, workdir, *args, rm_port, proxy_port):
+def sbatch(slurm, workdir, *args, rm_port, proxy_port, slices=2):
     env = {"SWITCHYARD_BIN": find_binary(), "SWITCHYARD_PJRT_PLUGIN": find_plugin(),
            "SWITCHYARD_WORKER_PYTHON": sys.executable,
            # Loopback only: every "node" is this machine.
            "SWITCHYARD_LISTEN_HOST": "127.0.0.1", "SWITCHYARD_HEAD_ADDRESS": "127.0.0.1",
            "SWITCHYARD_ADVERTISE_HOST": "127.0.0.1"}
     out = slurm.run("sbatch", "--parsable", "--nodes=2", f"--chdir={workdir}",
-                    f"--output={workdir}/job.out", str(SBATCH), "--slices", "2",
+                    f"--output={workdir}/job.out", str(SBATCH), "--slices", str(slices),
                     "--devices-per-host", "2", "--rm-port", str(rm_port), "--proxy-port",
                     str(proxy_port), "--worker-port", "0", *args, env=env).stdout
     return out.strip().split(";")[0]
@@ -70,6 +71,33 @@ def processes_with(text: str) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+def worker_pids(rm_port: int) -> list[int]:
+    """The worker processes themselves (not the bash that restarts them)."""
+    pids = []
+    for pid in processes_with(f"--resource_manager_address=127.0.0.1:{rm_port}"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[0] == find_binary().encode() and argv[1] == b"worker":
+            pids.append(pid)
+    return pids
+
+
+def healthy_hosts(rm_port: int) -> int:
+    out = subprocess.run([find_binary(), "status", "--json",
+                          f"--resource_manager_address=127.0.0.1:{rm_port}"],
+                         capture_output=True, text=True).stdout
+    return out.count('"healthy":true') + out.count('"healthy": true')
+
+
+def test_the_job_refuses_nodes_that_do_not_split_into_its_slices(slurm, tmp_path):
+    job = sbatch(slurm, tmp_path, rm_port=free_port(), proxy_port=free_port(), slices=3)
+    assert slurm.wait_job(job, {"FAILED", "COMPLETED"}, timeout=60) == "FAILED"
+    assert "2 nodes do not split into 3 slices" in (tmp_path / "job.out").read_text()
 
 
 def test_a_jax_program_runs_through_a_cluster_started_by_sbatch(slurm, tmp_path):
@@ -110,6 +138,18 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
     assert "SLURM JOB OK 4 devices" in client.stdout, client.stdout + client.stderr
     ours = processes_with(f"127.0.0.1:{rm_port}") + processes_with(f"--server_port={rm_port}")
     assert len(ours) >= 3, ours  # rm, proxy, and the workers (with their srun wrappers)
+
+    # A worker killed outright is started again by its step: the fleet grows back.
+    victim = worker_pids(rm_port)[0]
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 60
+    while True:
+        workers = worker_pids(rm_port)
+        if len(workers) == 2 and victim not in workers and healthy_hosts(rm_port) == 2:
+            break
+        assert time.monotonic() < deadline, (workers, slurm.logs())
+        time.sleep(0.5)
+    assert "starting it again" in (tmp_path / f"switchyard-{job}" / "workers.log").read_text()
     slurm.run("scancel", job)
     slurm.wait_job(job, {"CANCELLED", "GONE"}, timeout=60)
     deadline = time.monotonic() + 30
