@@ -40,11 +40,12 @@ RUN cmake -S /src -B /build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
        /opt/switchyard/pjrt/pjrt_c_api_cpu_plugin.so && \
     cd /src && /venv/bin/pip wheel -q --no-cache-dir --no-deps --no-build-isolation -w /wheels .
 
+# libpython: the workers embed the venv's Python to register jaxlib's kernels.
 FROM debian:${DEBIAN}-slim AS runtime
 ARG PIP_CERT
 RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       libabsl20220623 libc-ares2 libcpp-httplib0.11 libgrpc++1.51 libgrpc29 libprotobuf32 \
-      libre2-9 libssl3 python3 python3-venv ca-certificates tini && \
+      libre2-9 libssl3 python3 python3-venv libpython3.11 ca-certificates tini && \
     rm -rf /var/lib/apt/lists/*
 COPY --from=build /opt/switchyard /opt/switchyard
 COPY --from=build /wheels /tmp/wheels
