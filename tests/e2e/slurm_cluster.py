@@ -1,6 +1,8 @@
 """A real Slurm cluster on this machine for tests: one slurmctld and several slurmd, each
-under its own node name (`slurmd -N`) and port, all on loopback, with Debian's slurm-wlm.
-Auth is `auth/none` (no munge daemon): only processes of this machine reach the ports."""
+under its own node name (`slurmd -N`) and port, with Debian's slurm-wlm. Auth is
+`auth/none` (no munge daemon), and slurmctld listens on every address: so the whole
+cluster, and everything the tests run against it, lives in a network namespace of its own,
+unconnected to any other. Nothing outside can reach it."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ def _free_port() -> int:
 
 def available() -> str | None:
     """None when a cluster can start here, else why not."""
-    for tool in ("slurmctld", "slurmd", "sbatch", "scontrol"):
+    for tool in ("slurmctld", "slurmd", "sbatch", "scontrol", "ip", "nsenter"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (Debian: slurmctld slurmd slurm-client)"
     if os.geteuid() != 0:
@@ -36,6 +38,11 @@ class SlurmCluster:
         self.conf = directory / "slurm.conf"
         self.env = {**os.environ, "SLURM_CONF": str(self.conf)}
         self._daemons: list[subprocess.Popen] = []
+        self.netns = f"sy-slurm-{os.getpid()}"
+        # Every command of the cluster's runs inside the namespace: `prefix + argv`. Not
+        # `ip netns exec`, which mounts a sysfs of its own and hides the cgroup tree slurmd
+        # reads.
+        self.prefix = ["nsenter", f"--net=/run/netns/{self.netns}"]
 
     def _write_conf(self) -> None:
         cpus = os.cpu_count() or 1
@@ -77,13 +84,25 @@ class SlurmCluster:
         self.conf.write_text("\n".join(lines) + "\n")
 
     def start(self, timeout: float = 60) -> None:
+        subprocess.run(["ip", "netns", "add", self.netns], check=True)
+        subprocess.run([*self.prefix, "ip", "link", "set", "lo", "up"], check=True)
+        # Slurm resolves names with AI_ADDRCONFIG, which finds nothing where loopback is the
+        # only interface: one end of a veth pair, with a documentation address, is the
+        # namespace's second interface. The other end stays down, with no address.
+        inner, outer = f"sy{os.getpid() % 10**8}i", f"sy{os.getpid() % 10**8}o"
+        subprocess.run(["ip", "link", "add", outer, "type", "veth", "peer", "name", inner],
+                       check=True)
+        subprocess.run(["ip", "link", "set", inner, "netns", self.netns], check=True)
+        subprocess.run([*self.prefix, "ip", "addr", "add", "192.0.2.1/24", "dev", inner],
+                       check=True)
+        subprocess.run([*self.prefix, "ip", "link", "set", inner, "up"], check=True)
         self._write_conf()
         self._daemons.append(subprocess.Popen(
-            ["slurmctld", "-D", "-i", "-f", str(self.conf)], env=self.env,
+            [*self.prefix, "slurmctld", "-D", "-i", "-f", str(self.conf)], env=self.env,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         for node in self.nodes:
             self._daemons.append(subprocess.Popen(
-                ["slurmd", "-D", "-N", node, "-f", str(self.conf)], env=self.env,
+                [*self.prefix, "slurmd", "-D", "-N", node, "-f", str(self.conf)], env=self.env,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         deadline = time.monotonic() + timeout
         while True:
@@ -92,7 +111,7 @@ class SlurmCluster:
                 return
             for daemon in self._daemons:
                 if daemon.poll() is not None:
-                    raise RuntimeError(f"{daemon.args[0]} exited ({daemon.returncode}):\n"
+                    raise RuntimeError(f"{daemon.args[len(self.prefix)]} exited ({daemon.returncode}):\n"
                                        + self.logs())
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nodes not idle within {timeout}s: {out!r}\n" + self.logs())
@@ -100,7 +119,7 @@ class SlurmCluster:
 
     def run(self, *args: str, check: bool = True, timeout: float = 60,
             env: dict | None = None, cwd: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(list(args), env={**self.env, **(env or {})}, cwd=cwd,
+        return subprocess.run([*self.prefix, *args], env={**self.env, **(env or {})}, cwd=cwd,
                               capture_output=True, text=True, check=check, timeout=timeout)
 
     def job_state(self, job_id: str) -> str:
@@ -137,3 +156,5 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 os.killpg(daemon.pid, signal.SIGKILL)
                 daemon.wait()
+        # Deleting the namespace deletes the veth pair too.
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False)

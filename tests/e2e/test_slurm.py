@@ -50,7 +50,7 @@ def slurm(tmp_path_factory):
 def sbatch(slurm, workdir, *args, rm_port, proxy_port, slices=2):
     env = {"SWITCHYARD_BIN": find_binary(), "SWITCHYARD_PJRT_PLUGIN": find_plugin(),
            "SWITCHYARD_WORKER_PYTHON": sys.executable,
-           # Loopback only: every "node" is this machine.
+           # Every "node" is this machine, in the cluster's network namespace.
            "SWITCHYARD_LISTEN_HOST": "127.0.0.1", "SWITCHYARD_HEAD_ADDRESS": "127.0.0.1",
            "SWITCHYARD_ADVERTISE_HOST": "127.0.0.1"}
     out = slurm.run("sbatch", "--parsable", "--nodes=2", f"--chdir={workdir}",
@@ -87,8 +87,8 @@ def worker_pids(rm_port: int) -> list[int]:
     return pids
 
 
-def healthy_hosts(rm_port: int) -> int:
-    out = subprocess.run([find_binary(), "status", "--json",
+def healthy_hosts(slurm, rm_port: int) -> int:
+    out = subprocess.run([*slurm.prefix, find_binary(), "status", "--json",
                           f"--resource_manager_address=127.0.0.1:{rm_port}"],
                          capture_output=True, text=True).stdout
     return out.count('"healthy":true') + out.count('"healthy": true')
@@ -132,7 +132,7 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
     assert target == f"grpc://127.0.0.1:{proxy_port}"
     # A client from outside the job, as a notebook on a login node would connect.
     client = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
+        [*slurm.prefix, sys.executable, "-c", PROGRAM],
         env={**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target},
         capture_output=True, text=True, timeout=120)
     assert "SLURM JOB OK 4 devices" in client.stdout, client.stdout + client.stderr
@@ -145,7 +145,7 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
     deadline = time.monotonic() + 60
     while True:
         workers = worker_pids(rm_port)
-        if len(workers) == 2 and victim not in workers and healthy_hosts(rm_port) == 2:
+        if len(workers) == 2 and victim not in workers and healthy_hosts(slurm, rm_port) == 2:
             break
         assert time.monotonic() < deadline, (workers, slurm.logs())
         time.sleep(0.5)
