@@ -22,8 +22,8 @@ const std::vector<CommandHelp>& Commands() {
   static const auto* commands = new std::vector<CommandHelp>{
       {"rm",
        "The resource manager: fleet membership, global device ids, health. One per fleet.",
-       {"server_port", "listen_host", "metrics_port", "state_file", "gcs_scratch_location",
-        "storage_mount_root"}},
+       {"server_port", "listen_host", "metrics_port", "state_file", "instance_count",
+        "instance_type", "node_type", "gcs_scratch_location", "storage_mount_root"}},
       {"proxy",
        "The IFRT proxy a JAX client connects to (JAX_PLATFORMS=proxy, "
        "JAX_BACKEND_TARGET=grpc://HOST:PORT).",

@@ -9,6 +9,17 @@
 ABSL_FLAG(std::string, state_file, "",
           "rm: file that keeps device ids and hosts across RM restarts (empty: not kept)");
 
+// Pathways' resource-manager flags, so that its manifests run unchanged.
+ABSL_FLAG(std::string, node_type, "resource_manager",
+          "rm: Pathways' role flag; only resource_manager is accepted here");
+ABSL_FLAG(int, instance_count, 0,
+          "rm: the fleet's number of slices; a worker with a higher --slice_index is refused "
+          "(0: any)");
+ABSL_FLAG(std::string, instance_type, "",
+          "rm: every slice's devices as GENERATION:TOPOLOGY (cpu:4, nvidia-h200:8, tpuv5e:4x8): "
+          "a worker whose device kind does not contain GENERATION, or that would give its "
+          "slice more devices, is refused (empty: any)");
+
 namespace switchyard::cli {
 
 int RunResourceManager() {
@@ -20,6 +31,14 @@ int RunResourceManager() {
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;
   options.state_file = absl::GetFlag(FLAGS_state_file);
+  if (absl::GetFlag(FLAGS_node_type) != "resource_manager") {
+    SY_LOG(Error) << "--node_type=" << absl::GetFlag(FLAGS_node_type)
+                  << ": `switchyard rm` is the resource manager; workers and proxies are "
+                     "`switchyard worker` and `switchyard proxy`";
+    return 2;
+  }
+  options.instance_count = absl::GetFlag(FLAGS_instance_count);
+  options.instance_type = absl::GetFlag(FLAGS_instance_type);
   WarnIfCacheLocationUnusable();
   return ServeUntilSignal(rm::ResourceManagerServer::Start(options));
 }

@@ -1,9 +1,12 @@
 #include "rm/membership.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/call_metadata.h"
 #include "common/limits.h"
 
@@ -75,10 +78,90 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
   return absl::OkStatus();
 }
 
+namespace {
+
+std::string Normalized(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status ParseInstanceType(const std::string& instance_type, ExpectedFleet* fleet) {
+  fleet->kind.clear();
+  fleet->devices_per_slice = 0;
+  if (instance_type.empty()) return absl::OkStatus();
+  const size_t colon = instance_type.find(':');
+  const std::string kind = Normalized(instance_type.substr(0, colon));
+  if (colon == std::string::npos || kind.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--instance_type='", instance_type,
+                     "' is not GENERATION:TOPOLOGY (e.g. cpu:4, tpuv5e:4x8)"));
+  }
+  int64_t devices = 1;
+  for (absl::string_view dim : absl::StrSplit(instance_type.substr(colon + 1), 'x')) {
+    int64_t value = 0;
+    if (!absl::SimpleAtoi(dim, &value) || value < 1 || value > limits::kDevicesPerHostMax ||
+        devices * value > int64_t{limits::kDevicesPerHostMax} * limits::kHostsPerSliceMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--instance_type='", instance_type,
+          "': the topology must be positive dimensions "
+          "joined by 'x' (e.g. 4x8), at most ",
+          int64_t{limits::kDevicesPerHostMax} * limits::kHostsPerSliceMax, " devices a slice"));
+    }
+    devices *= value;
+  }
+  fleet->kind = kind;
+  fleet->devices_per_slice = static_cast<int>(devices);
+  return absl::OkStatus();
+}
+
+absl::Status Membership::CheckExpected(const RegisterWorkerRequest& request) const {
+  const ExpectedFleet& expected = options_.expected;
+  // Pathways' wording, which its users' tooling searches for, then the reason.
+  const std::string refused = absl::StrCat(
+      "The newly added instance does not match with the expected instances: worker ",
+      request.address(), " (slice ", request.slice_index(), " host ", request.host_index(), ") ");
+  if (expected.slices > 0 && request.slice_index() >= expected.slices) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        refused, "is outside the fleet's ", expected.slices, " slices (--instance_count)"));
+  }
+  if (!expected.kind.empty()) {
+    for (const DeviceInfo& device : request.devices()) {
+      if (Normalized(device.kind()).find(expected.kind) == std::string::npos) {
+        return absl::FailedPreconditionError(absl::StrCat(refused, "has '", device.kind(),
+                                                          "' devices, not '", expected.kind,
+                                                          "' (--instance_type)"));
+      }
+    }
+  }
+  if (expected.devices_per_slice > 0) {
+    int64_t devices = request.devices_size();
+    for (const auto& [key, host] : hosts_) {
+      if (key.first == request.slice_index() && key.second != request.host_index()) {
+        devices += host.request.devices_size();
+      }
+    }
+    if (devices > expected.devices_per_slice) {
+      return absl::FailedPreconditionError(absl::StrCat(refused, "would give its slice ", devices,
+                                                        " devices; --instance_type says ",
+                                                        expected.devices_per_slice));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorkerRequest& request,
                                                             uint64_t incarnation, absl::Time now) {
   Observe(now);
   absl::Status valid = CheckRequest(request);
+  if (!valid.ok()) return valid;
+  valid = CheckExpected(request);
   if (!valid.ok()) return valid;
   const HostKey key{request.slice_index(), request.host_index()};
   auto existing = hosts_.find(key);

@@ -14,6 +14,8 @@
 // - Every number of a registration is checked against the limits in common/limits.h.
 // - With `stall_after` set, time in which the RM made no call at all is forgiven: a host
 //   declared dead has missed heartbeats that the RM was running to receive.
+// - With an expected fleet (`expected`, Pathways' --instance_count/--instance_type), a
+//   worker outside it is refused with FAILED_PRECONDITION, which it does not retry.
 
 #include <cstdint>
 #include <map>
@@ -29,6 +31,19 @@
 
 namespace switchyard::rm {
 
+// The fleet an operator declares (Pathways' `--instance_count=N --instance_type=GEN:AxB`):
+// N slices of A*B devices, of a kind whose name contains GEN (compared lower-case, letters
+// and digits only: `cpu` matches "cpu", `nvidia-h200` matches "NVIDIA H200").
+struct ExpectedFleet {
+  int slices = 0;             // 0: any number
+  std::string kind;           // empty: any kind
+  int devices_per_slice = 0;  // 0: any number
+};
+
+// Parses `--instance_type` ("cpu:4", "tpuv5e:4x8", "nvidia-h200:8"; empty: any) into
+// `fleet->kind` and `fleet->devices_per_slice`. INVALID_ARGUMENT names what is wrong.
+absl::Status ParseInstanceType(const std::string& instance_type, ExpectedFleet* fleet);
+
 struct MembershipOptions {
   // A host is unhealthy once this passes without a heartbeat.
   absl::Duration heartbeat_timeout = absl::Seconds(2);
@@ -41,6 +56,7 @@ struct MembershipOptions {
   // jump): the gap is not counted against the hosts, which could not reach it meanwhile.
   // Zero: every gap counts.
   absl::Duration stall_after = absl::ZeroDuration();
+  ExpectedFleet expected;
 };
 
 class Membership {
@@ -98,6 +114,7 @@ class Membership {
   void Observe(absl::Time now);
   bool Healthy(const Host& host, absl::Time now) const;
   absl::Status CheckRequest(const RegisterWorkerRequest& request) const;
+  absl::Status CheckExpected(const RegisterWorkerRequest& request) const;
   HostStatus Status(const HostKey& key, const Host& host, absl::Time now) const;
 
   MembershipOptions options_;

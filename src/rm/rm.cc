@@ -1,5 +1,6 @@
 #include "rm/rm.h"
 
+#include "absl/strings/str_cat.h"
 #include "common/grpc_server.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -73,6 +74,12 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   membership.rejoin_grace = absl::Milliseconds(limits::kRejoinGraceMs);
   // The sweeper looks every half period; a gap of half the timeout is the RM's own stall.
   membership.stall_after = membership.heartbeat_timeout / 2;
+  if (options.instance_count < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--instance_count must not be negative (", options.instance_count, ")"));
+  }
+  membership.expected.slices = options.instance_count;
+  SY_RETURN_IF_ERROR(ParseInstanceType(options.instance_type, &membership.expected));
   auto service = std::make_unique<RmService>(clock, period, membership, options.state_file);
   SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,

@@ -22,6 +22,11 @@ struct RmOptions {
   // Where the device ids and hosts are kept across restarts; empty: nowhere (a
   // restarted RM then numbers devices afresh, in join order).
   std::string state_file;
+  // The fleet the operator expects (Pathways' flags): at most `instance_count` slices
+  // (0: any), each of `instance_type` ("GEN:AxB", e.g. cpu:4; empty: any). A worker
+  // outside it is refused. Start() fails with INVALID_ARGUMENT on a malformed type.
+  int instance_count = 0;
+  std::string instance_type;
 };
 
 // Fills unset options with the defaults from common/limits.h.

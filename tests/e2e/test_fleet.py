@@ -162,6 +162,47 @@ def test_taken_port_is_a_clear_error(spawn, rm, plugin):
     assert "cannot listen on" in worker.output
 
 
+def test_pathways_rm_flags_declare_the_fleet_and_refuse_workers_outside_it(spawn, plugin):
+    # The flags a PathwaysJob manifest gives its resource manager, unchanged.
+    port = free_port()
+    rm = spawn("rm", f"--server_port={port}", "--node_type=resource_manager",
+               "--instance_count=1", "--instance_type=cpu:2x2")
+    rm.wait_for("resource manager listening")
+    address = f"127.0.0.1:{port}"
+    good = spawn("worker", f"--resource_manager_address={address}", "--server_port=0",
+                 "--slice_index=0", f"--pjrt_plugin={plugin}", "--cpu_device_count=4")
+    good.wait_for("registered with the resource manager")
+    for args, reason in [
+        (["--slice_index=1", "--cpu_device_count=4"], "outside the fleet's 1 slices"),
+        (["--slice_index=0", "--host_index=1", "--cpu_device_count=2"],
+         "would give its slice 6 devices"),
+    ]:
+        worker = spawn("worker", f"--resource_manager_address={address}", "--server_port=0",
+                       f"--pjrt_plugin={plugin}", *args)
+        assert worker.wait_exit() == 1, worker.output
+        assert "does not match with the expected instances" in worker.output
+        assert reason in worker.output
+    assert fleet(address)["slices"][0]["hosts"][0]["healthy"]
+    wrong_kind = spawn("rm", f"--server_port={free_port()}", "--instance_type=tpuv5e:4")
+    wrong_kind.wait_for("resource manager listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{wrong_kind.args[1].split('=')[1]}",
+                   "--server_port=0", f"--pjrt_plugin={plugin}", "--cpu_device_count=4")
+    assert worker.wait_exit() == 1
+    assert "devices, not 'tpuv5e'" in worker.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--node_type=worker"], "`switchyard rm` is the resource manager"),
+    (["--instance_type=cpu"], "is not GENERATION:TOPOLOGY"),
+    (["--instance_type=cpu:0x4"], "the topology must be positive dimensions"),
+    (["--instance_count=-1"], "--instance_count must not be negative"),
+])
+def test_bad_pathways_rm_flags_are_clear_errors(spawn, args, message):
+    rm = spawn("rm", f"--server_port={free_port()}", *args)
+    assert rm.wait_exit() in (1, 2)
+    assert message in rm.output
+
+
 def test_cli_usage_errors(spawn):
     assert spawn("frobnicate").wait_exit() == 2
     bad_flag = spawn("rm", "--no_such_flag=1")

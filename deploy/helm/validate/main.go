@@ -63,6 +63,9 @@ func main() {
 		}
 	}
 	checkLayout(&r, *slices, *hosts, *userJob)
+	if *slices >= 0 {
+		checkInstanceCount(&r, *slices)
+	}
 	for _, job := range r.jobs {
 		checkPod(&r, job.Name, &job.Spec.Template)
 	}
@@ -182,6 +185,19 @@ func checkLayout(r *rendered, slices, hosts int, userJob bool) {
 		}
 		if !hasShm(&spec.Template.Spec) {
 			fail("Job %s: no memory-backed /dev/shm for the sidecar", job.Name)
+		}
+	}
+}
+
+// checkInstanceCount: the rm declares the fleet, so a stray worker is refused.
+func checkInstanceCount(r *rendered, slices int) {
+	want := fmt.Sprintf("--instance_count=%d", slices)
+	for _, job := range r.jobs {
+		pod := job.Spec.Template.Spec
+		for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+			if c.Name == "rm" && !contains(c.Args, want) {
+				fail("head: the rm's args %v lack %s", c.Args, want)
+			}
 		}
 	}
 }

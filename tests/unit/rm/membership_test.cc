@@ -253,5 +253,60 @@ TEST_F(MembershipTest, ContradictoryStateIsRefused) {
   EXPECT_EQ(restarted.Restore(state, now_).code(), absl::StatusCode::kInvalidArgument);
 }
 
+RegisterWorkerRequest WorkerOfKind(const std::string& address, int slice, int host, int devices,
+                                   const std::string& kind) {
+  RegisterWorkerRequest request = Worker(address, slice, host, devices);
+  for (DeviceInfo& device : *request.mutable_devices()) device.set_kind(kind);
+  return request;
+}
+
+TEST(InstanceTypeTest, ParsesPathwaysInstanceTypes) {
+  ExpectedFleet fleet;
+  SY_ASSERT_OK(ParseInstanceType("tpuv5e:4x8", &fleet));
+  EXPECT_EQ(fleet.kind, "tpuv5e");
+  EXPECT_EQ(fleet.devices_per_slice, 32);
+  SY_ASSERT_OK(ParseInstanceType("NVIDIA-H200:8", &fleet));
+  EXPECT_EQ(fleet.kind, "nvidiah200");
+  EXPECT_EQ(fleet.devices_per_slice, 8);
+  SY_ASSERT_OK(ParseInstanceType("", &fleet));
+  EXPECT_EQ(fleet.kind, "");
+  EXPECT_EQ(fleet.devices_per_slice, 0);
+  for (const char* bad : {"cpu", ":4", "cpu:", "cpu:4x", "cpu:0", "cpu:-2", "cpu:4xy",
+                          "cpu:99999999999999999999", "cpu:65536x65536x65536"}) {
+    EXPECT_EQ(ParseInstanceType(bad, &fleet).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+TEST(ExpectedFleetTest, AWorkerOutsideTheDeclaredFleetIsRefusedForGood) {
+  MembershipOptions options{.heartbeat_timeout = kTimeout};
+  options.expected.slices = 2;
+  SY_ASSERT_OK(ParseInstanceType("nvidia-h200:2x2", &options.expected));
+  Membership membership(options);
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  SY_EXPECT_OK(membership.Register(WorkerOfKind("h:1", 0, 0, 2, "NVIDIA H200"), 1, now).status());
+  SY_EXPECT_OK(membership.Register(WorkerOfKind("h:2", 0, 1, 2, "NVIDIA H200"), 2, now).status());
+  struct Case {
+    RegisterWorkerRequest request;
+    const char* reason;
+  };
+  for (const Case& refused : {
+           Case{WorkerOfKind("h:3", 2, 0, 2, "NVIDIA H200"), "outside the fleet's 2 slices"},
+           Case{WorkerOfKind("h:4", 1, 0, 2, "cpu"), "has 'cpu' devices"},
+           Case{WorkerOfKind("h:5", 0, 2, 1, "NVIDIA H200"), "would give its slice 5 devices"},
+           Case{WorkerOfKind("h:6", 1, 0, 5, "NVIDIA H200"), "would give its slice 5 devices"},
+       }) {
+    absl::Status status = membership.Register(refused.request, 9, now).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << refused.reason;
+    EXPECT_NE(status.message().find("does not match with the expected instances"),
+              std::string::npos);
+    EXPECT_NE(status.message().find(refused.reason), std::string::npos) << status.message();
+  }
+  // A host that comes back in its own place does not count against its slice twice.
+  SY_EXPECT_OK(
+      membership.Register(WorkerOfKind("h:7", 0, 1, 2, "NVIDIA H200"), 3, now + absl::Seconds(10))
+          .status());
+  EXPECT_EQ(membership.Snapshot(now).slices_size(), 1);
+}
+
 }  // namespace
 }  // namespace switchyard::rm
