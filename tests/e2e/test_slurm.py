@@ -4,6 +4,7 @@ served cluster that `scancel` takes down without leaving a process behind."""
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import re
@@ -91,7 +92,10 @@ def healthy_hosts(slurm, rm_port: int) -> int:
     out = subprocess.run([*slurm.prefix, find_binary(), "status", "--json",
                           f"--resource_manager_address=127.0.0.1:{rm_port}"],
                          capture_output=True, text=True).stdout
-    return out.count('"healthy":true') + out.count('"healthy": true')
+    if not out.strip():
+        return 0
+    return sum(bool(host.get("healthy")) for s in json.loads(out).get("slices", [])
+               for host in s.get("hosts", []))
 
 
 def test_the_job_refuses_nodes_that_do_not_split_into_its_slices(slurm, tmp_path):
