@@ -10,15 +10,11 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import time
 
+from switchyard.cluster import free_port
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def available() -> str | None:
@@ -46,7 +42,7 @@ class SlurmCluster:
 
     def _write_conf(self) -> None:
         cpus = os.cpu_count() or 1
-        ctld_port = _free_port()
+        ctld_port = free_port()
         lines = [
             f"ClusterName=sy{os.getpid()}",
             "SlurmctldHost=localhost(127.0.0.1)",
@@ -75,7 +71,7 @@ class SlurmCluster:
         ]
         for node in self.nodes:
             lines.append(f"NodeName={node} NodeHostname=localhost NodeAddr=127.0.0.1 "
-                         f"Port={_free_port()} CPUs={cpus} State=UNKNOWN")
+                         f"Port={free_port()} CPUs={cpus} State=UNKNOWN")
         lines.append(f"PartitionName=sy Nodes={','.join(self.nodes)} Default=YES "
                      "MaxTime=INFINITE State=UP")
         (self.dir / "ctld").mkdir(exist_ok=True)

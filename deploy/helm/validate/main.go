@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,7 +39,7 @@ var problems []string
 func fail(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
 func main() {
-	slices := flag.Int("slices", -1, "worker groups the render must have")
+	sliceCount := flag.Int("slices", -1, "worker groups the render must have")
 	hosts := flag.Int("hosts-per-slice", 1, "pods each worker group must have")
 	userJob := flag.Bool("user-job", false, "the head must run the user's program (job mode)")
 	flag.Parse()
@@ -62,9 +63,9 @@ func main() {
 			fail("unexpected object %T", object)
 		}
 	}
-	checkLayout(&r, *slices, *hosts, *userJob)
-	if *slices >= 0 {
-		checkInstanceCount(&r, *slices)
+	checkLayout(&r, *sliceCount, *hosts, *userJob)
+	if *sliceCount >= 0 {
+		checkInstanceCount(&r, *sliceCount)
 	}
 	for _, job := range r.jobs {
 		checkPod(&r, job.Name, &job.Spec.Template)
@@ -136,7 +137,7 @@ func firstLines(doc []byte, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func checkLayout(r *rendered, slices, hosts int, userJob bool) {
+func checkLayout(r *rendered, sliceCount, hosts int, userJob bool) {
 	var head *batchv1.Job
 	workers := map[string]*batchv1.Job{}
 	for _, job := range r.jobs {
@@ -158,8 +159,8 @@ func checkLayout(r *rendered, slices, hosts int, userJob bool) {
 	} else {
 		checkHead(head, userJob)
 	}
-	if slices >= 0 && len(workers) != slices {
-		fail("%d worker groups, want %d", len(workers), slices)
+	if sliceCount >= 0 && len(workers) != sliceCount {
+		fail("%d worker groups, want %d", len(workers), sliceCount)
 	}
 	for i := 0; i < len(workers); i++ {
 		job, ok := workers[fmt.Sprint(i)]
@@ -190,12 +191,12 @@ func checkLayout(r *rendered, slices, hosts int, userJob bool) {
 }
 
 // checkInstanceCount: the rm declares the fleet, so a stray worker is refused.
-func checkInstanceCount(r *rendered, slices int) {
-	want := fmt.Sprintf("--instance_count=%d", slices)
+func checkInstanceCount(r *rendered, sliceCount int) {
+	want := fmt.Sprintf("--instance_count=%d", sliceCount)
 	for _, job := range r.jobs {
 		pod := job.Spec.Template.Spec
 		for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
-			if c.Name == "rm" && !contains(c.Args, want) {
+			if c.Name == "rm" && !slices.Contains(c.Args, want) {
 				fail("head: the rm's args %v lack %s", c.Args, want)
 			}
 		}
@@ -215,10 +216,10 @@ func checkHead(head *batchv1.Job, userJob bool) {
 		byName[c.Name] = c
 	}
 	rm, proxy := byName["rm"], byName["proxy"]
-	if len(rm.Args) == 0 || rm.Args[0] != "rm" || !contains(rm.Args, "--server_port=29001") {
+	if len(rm.Args) == 0 || rm.Args[0] != "rm" || !slices.Contains(rm.Args, "--server_port=29001") {
 		fail("head: no rm on 29001 (args %v)", rm.Args)
 	}
-	if len(proxy.Args) == 0 || proxy.Args[0] != "proxy" || !contains(proxy.Args, "--server_port=29000") {
+	if len(proxy.Args) == 0 || proxy.Args[0] != "proxy" || !slices.Contains(proxy.Args, "--server_port=29000") {
 		fail("head: no proxy on 29000 (args %v)", proxy.Args)
 	}
 	main, hasMain := byName["main"]
@@ -417,13 +418,4 @@ func checkLabel(owner, key, value string) {
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
 		fail("%s: label %s=%q: %v", owner, key, value, errs)
 	}
-}
-
-func contains(list []string, want string) bool {
-	for _, s := range list {
-		if s == want {
-			return true
-		}
-	}
-	return false
 }
