@@ -88,14 +88,36 @@ def worker_pids(rm_port: int) -> list[int]:
     return pids
 
 
-def healthy_hosts(slurm, rm_port: int) -> int:
+def role_pids(role: str, port: int) -> list[int]:
+    """The `switchyard rm|proxy` processes serving `port` (not their supervising bash)."""
+    pids = []
+    for pid in processes_with(f"--server_port={port}"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if len(argv) > 1 and argv[0] == find_binary().encode() and argv[1] == role.encode():
+            pids.append(pid)
+    return pids
+
+
+def fleet_hosts(slurm, rm_port: int) -> list[dict]:
     out = subprocess.run([*slurm.prefix, find_binary(), "status", "--json",
                           f"--resource_manager_address=127.0.0.1:{rm_port}"],
                          capture_output=True, text=True).stdout
     if not out.strip():
-        return 0
-    return sum(bool(host.get("healthy")) for s in json.loads(out).get("slices", [])
-               for host in s.get("hosts", []))
+        return []
+    return [host for s in json.loads(out).get("slices", []) for host in s.get("hosts", [])]
+
+
+def healthy_hosts(slurm, rm_port: int) -> int:
+    return sum(bool(host.get("healthy")) for host in fleet_hosts(slurm, rm_port))
+
+
+def device_ids(slurm, rm_port: int) -> list[str]:
+    return sorted(str(d["global_id"]) for host in fleet_hosts(slurm, rm_port)
+                  for d in host.get("devices", []))
 
 
 def test_the_job_refuses_nodes_that_do_not_split_into_its_slices(slurm, tmp_path):
@@ -154,6 +176,35 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
         assert time.monotonic() < deadline, (workers, slurm.logs())
         time.sleep(0.5)
     assert "starting it again" in (tmp_path / f"switchyard-{job}" / "workers.log").read_text()
+
+    # So are the rm (its state file keeps the device ids) and the proxy: the job goes on
+    # serving, and a new client runs on the same devices.
+    ids_before = device_ids(slurm, rm_port)
+    assert len(set(ids_before)) == 4, ids_before
+    for role, port in (("rm", rm_port), ("proxy", proxy_port)):
+        victim = role_pids(role, port)[0]
+        os.kill(victim, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while not (role_pids(role, port) and victim not in role_pids(role, port)):
+            assert time.monotonic() < deadline, slurm.logs()
+            time.sleep(0.5)
+        assert "starting it again" in (tmp_path / f"switchyard-{job}" / f"{role}.log").read_text()
+    deadline = time.monotonic() + 60
+    while healthy_hosts(slurm, rm_port) != 2:
+        assert time.monotonic() < deadline, slurm.logs()
+        time.sleep(0.5)
+    assert device_ids(slurm, rm_port) == ids_before
+    assert slurm.job_state(job) == "RUNNING"
+    deadline = time.monotonic() + 60
+    while True:  # the restarted proxy may still be starting
+        client = subprocess.run(
+            [*slurm.prefix, sys.executable, "-c", PROGRAM],
+            env={**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target},
+            capture_output=True, text=True, timeout=120)
+        if "SLURM JOB OK 4 devices" in client.stdout or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert "SLURM JOB OK 4 devices" in client.stdout, client.stdout + client.stderr
     slurm.run("scancel", job)
     slurm.wait_job(job, {"CANCELLED", "GONE"}, timeout=60)
     deadline = time.monotonic() + 30
