@@ -175,7 +175,10 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
             break
         assert time.monotonic() < deadline, (workers, slurm.logs())
         time.sleep(0.5)
-    assert "starting it again" in (tmp_path / f"switchyard-{job}" / "workers.log").read_text()
+    workers_log = tmp_path / f"switchyard-{job}" / "workers.log"
+    while "starting it again" not in workers_log.read_text():
+        assert time.monotonic() < deadline, workers_log.read_text()
+        time.sleep(0.5)
 
     # So are the rm (its state file keeps the device ids) and the proxy: the job goes on
     # serving, and a new client runs on the same devices.
@@ -185,10 +188,12 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
         victim = role_pids(role, port)[0]
         os.kill(victim, signal.SIGKILL)
         deadline = time.monotonic() + 60
-        while not (role_pids(role, port) and victim not in role_pids(role, port)):
-            assert time.monotonic() < deadline, slurm.logs()
+        log = tmp_path / f"switchyard-{job}" / f"{role}.log"
+        # srun forwards the step's output asynchronously: the log line may trail the process.
+        while not (role_pids(role, port) and victim not in role_pids(role, port)
+                   and "starting it again" in log.read_text()):
+            assert time.monotonic() < deadline, log.read_text() + slurm.logs()
             time.sleep(0.5)
-        assert "starting it again" in (tmp_path / f"switchyard-{job}" / f"{role}.log").read_text()
     deadline = time.monotonic() + 60
     while healthy_hosts(slurm, rm_port) != 2:
         assert time.monotonic() < deadline, slurm.logs()
