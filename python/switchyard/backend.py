@@ -12,8 +12,27 @@ import os
 _initialized = False
 
 
-def initialize(target: str | None = None, connection_timeout_s: int | None = None) -> None:
-    """Makes `jax` use the Switchyard proxy at `target` (default `$JAX_BACKEND_TARGET`)."""
+TOKEN_ATTRIBUTE = "switchyard_token"  # the proxy's `kTokenAttribute`
+
+
+def connection_options(options, token: str | None = None):
+    """Puts the tenant token (`token`, else `$SWITCHYARD_TOKEN`) in the session's
+    initialization data, where a proxy started with `--tokens_file` looks for it."""
+    token = token if token is not None else os.environ.get("SWITCHYARD_TOKEN")
+    data = dict(options.initialization_data or {})
+    if token and TOKEN_ATTRIBUTE not in data:  # a token already there was chosen first
+        data[TOKEN_ATTRIBUTE] = token.encode()
+        options.initialization_data = data
+    return options
+
+
+def initialize(target: str | None = None, connection_timeout_s: int | None = None,
+               token: str | None = None) -> None:
+    """Makes `jax` use the Switchyard proxy at `target` (default `$JAX_BACKEND_TARGET`).
+
+    `token`: this tenant's token, for a proxy that requires one (default
+    `$SWITCHYARD_TOKEN`).
+    """
     global _initialized
     # The proxy client uses ALTS (GCP only) unless told otherwise; Switchyard serves
     # plain gRPC, so say so before the client connects.
@@ -40,7 +59,7 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
         address = jax.config.read("jax_backend_target")
         if not address:
             raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
-        return ifrt_proxy.get_client(address, options)
+        return ifrt_proxy.get_client(address, connection_options(options, token))
 
     backend.register_backend_factory("proxy", make_client, priority=-1)
     # jax.debug.print, pure_callback, io_callback: served from this process.

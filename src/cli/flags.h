@@ -18,6 +18,9 @@ ABSL_DECLARE_FLAG(int, metrics_port);
 ABSL_DECLARE_FLAG(std::string, gcs_scratch_location);
 ABSL_DECLARE_FLAG(std::string, storage_mount_root);
 ABSL_DECLARE_FLAG(int64_t, compilation_cache_max_bytes);
+ABSL_DECLARE_FLAG(std::string, tls_ca_file);
+ABSL_DECLARE_FLAG(std::string, tls_cert_file);
+ABSL_DECLARE_FLAG(std::string, tls_key_file);
 
 namespace switchyard::cli {
 

@@ -12,12 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/grpc_server.h"
 #include "common/logging.h"
 
 ABSL_FLAG(int, server_port, -1,
           "Port to serve on (proxy: 29000, rm: 29001, worker: 29005; 0 picks a free one)");
 ABSL_FLAG(std::string, listen_host, "127.0.0.1",
-          "Address to listen on. Whoever reaches these ports can run programs on the hosts.");
+          "Address to listen on. Without --tls_* flags, whoever reaches the rm and worker "
+          "ports can run programs on the hosts.");
 ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
           "host:port of the resource manager");
 ABSL_FLAG(int, metrics_port, -1,
@@ -36,6 +38,14 @@ ABSL_FLAG(std::string, gcs_scratch_location, "",
           "--storage_mount_root. Workers use it; rm and proxy check it. Empty: no cache");
 ABSL_FLAG(std::string, storage_mount_root, "",
           "Where buckets are mounted (e.g. the gcsfuse CSI mount): gs://b/d is <root>/b/d");
+
+ABSL_FLAG(std::string, tls_ca_file, "",
+          "Mutual TLS between rm, proxies, workers and `status`: the fleet's CA certificate "
+          "(PEM). With --tls_cert_file and --tls_key_file; empty: plain gRPC");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "This process's certificate (PEM), signed by the fleet's CA, naming DNS "
+          "'switchyard'");
+ABSL_FLAG(std::string, tls_key_file, "", "The private key of --tls_cert_file (PEM)");
 
 namespace {
 
@@ -105,6 +115,20 @@ int main(int argc, char** argv) {
   args.erase(args.begin() + 1);
   int args_count = static_cast<int>(args.size());
   std::vector<char*> positional = absl::ParseCommandLine(args_count, args.data());
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca_file);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert_file);
+  const std::string key = absl::GetFlag(FLAGS_tls_key_file);
+  if (!ca.empty() || !cert.empty() || !key.empty()) {
+    absl::Status tls = ca.empty() || cert.empty() || key.empty()
+                           ? absl::InvalidArgumentError(
+                                 "--tls_ca_file, --tls_cert_file and --tls_key_file go together")
+                           : switchyard::UseFleetTls(ca, cert, key);
+    if (!tls.ok()) {
+      std::fprintf(stderr, "switchyard %s: %s\n", command.c_str(),
+                   std::string(tls.message()).c_str());
+      return 2;
+    }
+  }
   if (command == "cache") {
     return switchyard::cli::RunCache(
         std::vector<std::string>(positional.begin() + 1, positional.end()));

@@ -1,7 +1,11 @@
+#include <cstdint>
+#include <string>
+
 #include "absl/flags/flag.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/serve.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/signals.h"
 #include "proxy/proxy.h"
@@ -9,6 +13,15 @@
 ABSL_FLAG(int, num_elastic_slices, -1,
           "proxy: how many of a session's slices may be down at once before the session is "
           "failed; -1: any number (what touches a down slice fails with DATA_LOSS)");
+
+ABSL_FLAG(std::string, tokens_file, "",
+          "proxy: a file of `<tenant> sha256:<hex>` lines; sessions must then carry one of "
+          "those tokens (switchyard.initialize(token=...) or $SWITCHYARD_TOKEN)");
+ABSL_FLAG(int64_t, session_max_arrays, switchyard::limits::kSessionArraysDefault,
+          "proxy: live arrays one session may hold (0: no bound); past it, RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, session_max_host_buffer_bytes, 0,
+          "proxy: bytes of host buffers one session may stage on the proxy at once (0: no "
+          "bound); past it, RESOURCE_EXHAUSTED");
 
 namespace switchyard::cli {
 
@@ -22,6 +35,9 @@ int RunProxy() {
   options.port = port < 0 ? 29000 : port;
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
   options.num_elastic_slices = absl::GetFlag(FLAGS_num_elastic_slices);
+  options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
+  options.session_max_arrays = absl::GetFlag(FLAGS_session_max_arrays);
+  options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
   // Pathways' wording: deployment scripts and readiness checks wait for this line.

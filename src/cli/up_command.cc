@@ -35,6 +35,9 @@ ABSL_FLAG(int, proxy_port, 29000, "up: proxy port (the JAX client's JAX_BACKEND_
 ABSL_FLAG(int, worker_port, 29005, "up: port of the first worker (+1 each); 0 picks free ports");
 ABSL_FLAG(int, startup_timeout_s, 120, "up: how long to wait for the cluster to come up");
 ABSL_DECLARE_FLAG(int, num_elastic_slices);
+ABSL_DECLARE_FLAG(std::string, tokens_file);
+ABSL_DECLARE_FLAG(int64_t, session_max_arrays);
+ABSL_DECLARE_FLAG(int64_t, session_max_host_buffer_bytes);
 
 namespace switchyard::cli {
 namespace {
@@ -220,7 +223,7 @@ bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
 // Waits until something accepts connections on host:port, or `name` exits.
 bool WaitForPort(Cluster* cluster, const std::string& name, const std::string& host, int port,
                  absl::Time deadline) {
-  auto channel = CreateChannel(absl::StrCat(host, ":", port));
+  auto channel = CreateChannel(absl::StrCat(host, ":", port), Audience::kClients);
   while (absl::Now() < deadline) {
     cluster->Reap();
     if (!cluster->Running(name)) return false;
@@ -289,20 +292,24 @@ int RunUp(const char* argv0) {
     SY_LOG(Error) << cache.status().message();
     return 2;
   }
-  const std::vector<std::string> storage = {
+  // Every process gets the storage and the fleet's TLS flags.
+  const std::vector<std::string> shared = {
       absl::StrCat("--gcs_scratch_location=", absl::GetFlag(FLAGS_gcs_scratch_location)),
       absl::StrCat("--storage_mount_root=", absl::GetFlag(FLAGS_storage_mount_root)),
       absl::StrCat("--compilation_cache_max_bytes=",
-                   absl::GetFlag(FLAGS_compilation_cache_max_bytes))};
-  auto with_storage = [&storage](std::vector<std::string> args) {
-    args.insert(args.end(), storage.begin(), storage.end());
+                   absl::GetFlag(FLAGS_compilation_cache_max_bytes)),
+      absl::StrCat("--tls_ca_file=", absl::GetFlag(FLAGS_tls_ca_file)),
+      absl::StrCat("--tls_cert_file=", absl::GetFlag(FLAGS_tls_cert_file)),
+      absl::StrCat("--tls_key_file=", absl::GetFlag(FLAGS_tls_key_file))};
+  auto with_shared = [&shared](std::vector<std::string> args) {
+    args.insert(args.end(), shared.begin(), shared.end());
     return args;
   };
 
   Cluster cluster(self_path);
-  cluster.Start("rm", with_storage({"rm", absl::StrCat("--server_port=", rm_port),
-                                    absl::StrCat("--listen_host=", host),
-                                    absl::StrCat("--state_file=", state_file)}));
+  cluster.Start("rm", with_shared({"rm", absl::StrCat("--server_port=", rm_port),
+                                   absl::StrCat("--listen_host=", host),
+                                   absl::StrCat("--state_file=", state_file)}));
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
@@ -311,12 +318,12 @@ int RunUp(const char* argv0) {
     const std::string name = absl::StrCat("worker ", i);
     cluster.Start(
         name,
-        with_storage({"worker", absl::StrCat("--resource_manager_address=", rm_address),
-                      absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
-                      absl::StrCat("--slice_index=", i / hosts_per_slice),
-                      absl::StrCat("--host_index=", i % hosts_per_slice),
-                      absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
-                      absl::StrCat("--cpu_device_count=", devices)}));
+        with_shared({"worker", absl::StrCat("--resource_manager_address=", rm_address),
+                     absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
+                     absl::StrCat("--slice_index=", i / hosts_per_slice),
+                     absl::StrCat("--host_index=", i % hosts_per_slice),
+                     absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
+                     absl::StrCat("--cpu_device_count=", devices)}));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));
@@ -324,11 +331,16 @@ int RunUp(const char* argv0) {
     }
   }
   const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
-  cluster.Start("proxy", with_storage({"proxy", absl::StrCat("--server_port=", proxy_port),
-                                       absl::StrCat("--listen_host=", host),
-                                       absl::StrCat("--resource_manager_address=", rm_address),
-                                       absl::StrCat("--num_elastic_slices=",
-                                                    absl::GetFlag(FLAGS_num_elastic_slices))}));
+  cluster.Start(
+      "proxy",
+      with_shared({"proxy", absl::StrCat("--server_port=", proxy_port),
+                   absl::StrCat("--listen_host=", host),
+                   absl::StrCat("--resource_manager_address=", rm_address),
+                   absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
+                   absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
+                   absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
+                   absl::StrCat("--session_max_host_buffer_bytes=",
+                                absl::GetFlag(FLAGS_session_max_host_buffer_bytes))}));
   if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));

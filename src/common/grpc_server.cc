@@ -4,7 +4,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/files.h"
 #include "common/limits.h"
+#include "common/status_macros.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -22,6 +24,45 @@ struct InProcessServers {
   uint64_t next ABSL_GUARDED_BY(mutex) = 1;
   absl::flat_hash_map<std::string, grpc::Server*> servers ABSL_GUARDED_BY(mutex);
 };
+
+// Set once at start (`UseFleetTls`), read by every server and channel after.
+struct FleetTls {
+  absl::Mutex mutex;
+  bool enabled ABSL_GUARDED_BY(mutex) = false;
+  std::string ca ABSL_GUARDED_BY(mutex);
+  std::string cert ABSL_GUARDED_BY(mutex);
+  std::string key ABSL_GUARDED_BY(mutex);
+};
+
+FleetTls& Tls() {
+  static auto* tls = new FleetTls;  // never destroyed: used until exit
+  return *tls;
+}
+
+absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& path,
+                                    absl::string_view marker) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": ", text.status().message()));
+  }
+  if (!absl::StrContains(*text, marker)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, "=", path, ": not a PEM file with a '", marker, "' block"));
+  }
+  return text;
+}
+
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(Audience audience) {
+  FleetTls& tls = Tls();
+  absl::MutexLock lock(&tls.mutex);
+  if (audience == Audience::kClients || !tls.enabled) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = tls.ca;
+  options.pem_key_cert_pairs.push_back({tls.key, tls.cert});
+  return grpc::SslServerCredentials(options);
+}
 
 InProcessServers& InProcess() {
   static auto* servers = new InProcessServers;  // never destroyed: used until exit
@@ -63,14 +104,43 @@ InProcessName::~InProcessName() {
   in_process.servers.erase(address_);
 }
 
+std::string PeerHost(absl::string_view peer) {
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) {
+    return std::string(peer);  // unix:, inproc: name no port
+  }
+  const size_t colon = peer.rfind(':');
+  return std::string(colon <= 4 ? peer : peer.substr(0, colon));
+}
+
+absl::Status UseFleetTls(const std::string& ca_file, const std::string& cert_file,
+                         const std::string& key_file) {
+  SY_ASSIGN_OR_RETURN(std::string ca, ReadPem("tls_ca_file", ca_file, "CERTIFICATE-----"));
+  SY_ASSIGN_OR_RETURN(std::string cert, ReadPem("tls_cert_file", cert_file, "CERTIFICATE-----"));
+  SY_ASSIGN_OR_RETURN(std::string key, ReadPem("tls_key_file", key_file, "PRIVATE KEY-----"));
+  FleetTls& tls = Tls();
+  absl::MutexLock lock(&tls.mutex);
+  tls.enabled = true;
+  tls.ca = std::move(ca);
+  tls.cert = std::move(cert);
+  tls.key = std::move(key);
+  return absl::OkStatus();
+}
+
+bool FleetTlsEnabled() {
+  FleetTls& tls = Tls();
+  absl::MutexLock lock(&tls.mutex);
+  return tls.enabled;
+}
+
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
-                                              const std::vector<grpc::Service*>& services) {
+                                              const std::vector<grpc::Service*>& services,
+                                              Audience audience) {
   grpc::ServerBuilder builder;
   StartedServer started;
   const bool in_process = host == kInProcessHost;
   std::string address = absl::StrCat(host, ":", port);
   if (!in_process) {
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &started.port);
+    builder.AddListeningPort(address, ServerCredentials(audience), &started.port);
   }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(limits::kGrpcMessageBytesMax);
@@ -103,7 +173,7 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
   return started;
 }
 
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address, Audience audience) {
   if (absl::StartsWith(address, kInProcessScheme)) {
     InProcessServers& registry = InProcess();
     absl::MutexLock lock(&registry.mutex);
@@ -113,7 +183,21 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
     return grpc::CreateCustomChannel("unix:/nonexistent/switchyard-in-process-server-gone",
                                      grpc::InsecureChannelCredentials(), ChannelArgs());
   }
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), ChannelArgs());
+  grpc::ChannelArguments args = ChannelArgs();
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (audience == Audience::kFleet) {
+    FleetTls& tls = Tls();
+    absl::MutexLock lock(&tls.mutex);
+    if (tls.enabled) {
+      grpc::SslCredentialsOptions options;
+      options.pem_root_certs = tls.ca;
+      options.pem_cert_chain = tls.cert;
+      options.pem_private_key = tls.key;
+      credentials = grpc::SslCredentials(options);
+      args.SetSslTargetNameOverride(kFleetServerName);
+    }
+  }
+  return grpc::CreateCustomChannel(address, credentials, args);
 }
 
 }  // namespace switchyard

@@ -15,7 +15,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/server.h"
 
 namespace grpc {
@@ -25,6 +27,25 @@ class Service;
 namespace switchyard {
 
 inline constexpr char kInProcessHost[] = "inproc";
+
+// Who talks to a server. The fleet (rm, proxies, workers, operators' `switchyard status`)
+// speaks mutual TLS once `UseFleetTls` is called; JAX clients reach the proxy's own port
+// in plain gRPC (what jaxlib's client speaks) and prove who they are with tokens.
+enum class Audience { kFleet, kClients };
+
+// The name every fleet certificate must carry (a DNS subject alternative name): channels
+// check the server's certificate for it, whatever address they dial, since workers are
+// dialled by the address they registered.
+inline constexpr char kFleetServerName[] = "switchyard";
+
+// Mutual TLS for the fleet: PEM files of the fleet's CA, this process's certificate
+// (chain) and its key. From then on fleet servers require a client certificate the CA
+// signed, and fleet channels present this one and accept only servers the CA signed.
+// Call before any fleet server or channel exists; process-wide. INVALID_ARGUMENT naming
+// the file that is missing, empty or not PEM.
+absl::Status UseFleetTls(const std::string& ca_file, const std::string& cert_file,
+                         const std::string& key_file);
+bool FleetTlsEnabled();
 
 // Unregisters an in-process server's address when the server goes away.
 class InProcessName {
@@ -49,13 +70,20 @@ struct StartedServer {
   std::string address;  // host:port, or inproc:<n>
 };
 
+// The host part of a gRPC peer name ("ipv4:10.0.0.5:4242" -> "ipv4:10.0.0.5",
+// "ipv6:[::1]:4242" -> "ipv6:[::1]"): two channels of one client process share it, where
+// their ports differ.
+std::string PeerHost(absl::string_view peer);
+
 // UNAVAILABLE if the address cannot be bound.
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
-                                              const std::vector<grpc::Service*>& services);
+                                              const std::vector<grpc::Service*>& services,
+                                              Audience audience = Audience::kFleet);
 
 // A channel to another Switchyard process (or to an in-process server), with our
 // channel arguments. An in-process address whose server is gone gives a channel whose
 // calls fail with UNAVAILABLE, as a dead process's would.
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
+                                             Audience audience = Audience::kFleet);
 
 }  // namespace switchyard

@@ -79,6 +79,10 @@ inline constexpr int64_t kFetchesInFlightMax = 64;
 // Compiles one session runs at once off its request loop (a long compile does not hold
 // up the client's other requests); past this, a compile runs on the session's thread.
 inline constexpr int64_t kCompilesInFlightMax = 8;
+// Live arrays one proxy session may hold by default (--session_max_arrays): far more
+// than a training state has, few enough that a runaway client stops before the proxy's
+// memory does.
+inline constexpr int64_t kSessionArraysDefault = int64_t{1} << 20;
 // Ended sessions a worker remembers, to drop their launches still on the way.
 inline constexpr int64_t kCancelledSessionsKept = 4096;
 

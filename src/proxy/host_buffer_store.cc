@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -75,9 +76,19 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
   }
 }
 
-absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
+absl::Status HostBufferStore::Admit(int64_t size) const {
   if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
+  if (max_bytes_ > 0 && size > max_bytes_ - bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a host buffer of ", size, " bytes would take this session's staged host buffers past ",
+        max_bytes_, " bytes (--session_max_host_buffer_bytes; ", bytes_, " held)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
   const int64_t size = buffer->size();
+  SY_RETURN_IF_ERROR(Admit(size));
   if (!buffers_.emplace(handle, std::move(buffer)).second) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
   }
@@ -86,6 +97,10 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
 }
 
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {
+  {
+    absl::MutexLock lock(&mutex_);
+    SY_RETURN_IF_ERROR(Admit(size));  // before allocating; `Add` checks again
+  }
   absl::StatusOr<std::unique_ptr<HostBytes>> space = HostBytes::Allocate(size);
   if (!space.ok()) return space.status();
   auto buffer = std::make_shared<HostBuffer>(*std::move(space));

@@ -64,9 +64,13 @@ class HostBuffer {
 
 class HostBufferStore {
  public:
+  // `max_bytes`: the most the session's buffers may hold at once (uploads not yet
+  // deleted, downloads not yet fetched); 0: no bound.
+  explicit HostBufferStore(int64_t max_bytes = 0) : max_bytes_(max_bytes) {}
+
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
-  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown` (both for
-  // `Expect` too).
+  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`;
+  // RESOURCE_EXHAUSTED past `max_bytes` (all three for `Expect` too).
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to
@@ -89,7 +93,9 @@ class HostBufferStore {
  private:
   absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  absl::Status Admit(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
+  const int64_t max_bytes_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
   int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;

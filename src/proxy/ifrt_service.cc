@@ -4,6 +4,8 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/wire_record.h"
@@ -65,23 +67,54 @@ grpc::Status IfrtService::IfrtSession(
         absl::StrCat("session asks for protocol version ", version.protocol, "; Switchyard speaks ",
                      kProtocolMin, "..", kProtocolMax)));
   }
-  auto store = std::make_shared<proxy::HostBufferStore>();
+  std::string token;
+  const auto& attributes = metadata.initialization_data().attributes();
+  if (auto it = attributes.find(kTokenAttribute); it != attributes.end()) {
+    token = it->second.string_value();
+  }
+  absl::StatusOr<std::string> tenant = options_.tokens.Authenticate(token);
+  if (!tenant.ok()) {
+    // jaxlib's client retries a refused session every second until its connection
+    // timeout: one line per 10 s is enough.
+    const int64_t refused_before = sessions_refused_.fetch_add(1);
+    const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+    int64_t logged_s = last_refusal_logged_s_.load();
+    if (now_s - logged_s >= 10 && last_refusal_logged_s_.compare_exchange_strong(logged_s, now_s)) {
+      SY_LOG(Warning) << "refused a session from " << context->peer() << ": "
+                      << tenant.status().message() << " (" << refused_before + 1
+                      << " refused so far)";
+    }
+    // jaxlib's client reports a stream that ends before it answers Init as a bare
+    // CANCELLED; an answer to Init carrying the error reaches the user word for word.
+    w::IfrtRequest request;
+    if (stream->Read(&request)) {
+      w::IfrtResponse refused;
+      refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+      *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(tenant.status());
+      stream->Write(refused);
+    }
+    return ToGrpcStatus(tenant.status());
+  }
+  auto store = std::make_shared<proxy::HostBufferStore>(options_.session_max_host_buffer_bytes);
   uint64_t session_id;
   {
     absl::MutexLock lock(&mutex_);
     do {
       session_id = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
-    } while (stores_.count(session_id) > 0);
-    stores_[session_id] = store;
+    } while (sessions_.count(session_id) > 0);
+    sessions_[session_id] = OpenSession{store, PeerHost(context->peer())};
   }
   // Registered before the first request, so host-buffer RPCs find it at once.
   absl::Cleanup unregister = [&] {
     store->Shutdown();
     absl::MutexLock lock(&mutex_);
-    stores_.erase(session_id);
+    sessions_.erase(session_id);
   };
-  ++sessions_opened_;
-  SY_LOG(Info) << "session " << session_id << " opened by " << context->peer() << " (protocol "
+  SessionPolicy policy;
+  policy.label = absl::StrCat(++sessions_opened_, " (", *tenant, ")");
+  policy.num_elastic_slices = options_.num_elastic_slices;
+  policy.max_arrays = options_.session_max_arrays;
+  SY_LOG(Info) << "session " << policy.label << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   int64_t requests = 0;
   absl::Status failed;  // set once the session has failed (--num_elastic_slices)
@@ -91,9 +124,10 @@ grpc::Status IfrtService::IfrtSession(
     auto sink = std::make_shared<proxy::ResponseSink>(
         [stream](const w::IfrtResponse& response) { return stream->Write(response); },
         [context] { context->TryCancel(); });
+    const std::string label = policy.label;
     Session session(
         session_id, version, fleet_, store, [context] { return context->IsCancelled(); }, sink,
-        num_elastic_slices_);
+        std::move(policy));
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       RecordWire("ifrt_request", request);
@@ -116,21 +150,23 @@ grpc::Status IfrtService::IfrtSession(
     // reader thread never blocks writing to a stream nobody reads while the session
     // below waits for that worker.
     sink->Close();
-    SY_LOG(Info) << "session " << session_id << " ended after " << requests << " requests; freeing "
+    SY_LOG(Info) << "session " << label << " ended after " << requests << " requests; freeing "
                  << session.arrays() << " arrays";
   }
   return grpc::Status::OK;
 }
 
-std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(uint64_t session_id) const {
+std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(const grpc::ServerContext& context,
+                                                               uint64_t session_id) const {
   absl::MutexLock lock(&mutex_);
-  auto it = stores_.find(session_id);
-  return it == stores_.end() ? nullptr : it->second;
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end() || it->second.peer_host != PeerHost(context.peer())) return nullptr;
+  return it->second.store;
 }
 
 int64_t IfrtService::sessions() const {
   absl::MutexLock lock(&mutex_);
-  return stores_.size();
+  return sessions_.size();
 }
 
 grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
@@ -140,7 +176,7 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   absl::Status status = ReadMetadata(*context, kStoreMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
   RecordWire("host_buffer_metadata", metadata);
-  auto store = FindStore(metadata.session_id());
+  auto store = FindStore(*context, metadata.session_id());
   if (store == nullptr) {
     return ToGrpcStatus(
         absl::NotFoundError(absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
@@ -174,7 +210,7 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
 grpc::Status IfrtService::HostBufferLookup(
     grpc::ServerContext* context, const w::GrpcHostBufferLookupRequest* request,
     grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
-  auto store = FindStore(request->session_id());
+  auto store = FindStore(*context, request->session_id());
   if (store == nullptr) {
     return ToGrpcStatus(
         absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));
@@ -199,7 +235,7 @@ grpc::Status IfrtService::HostBufferLookup(
 grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
                                            const w::GrpcHostBufferDeleteRequest* request,
                                            w::GrpcHostBufferDeleteResponse* response) {
-  auto store = FindStore(request->session_id());
+  auto store = FindStore(*context, request->session_id());
   if (store == nullptr) {
     return ToGrpcStatus(
         absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));

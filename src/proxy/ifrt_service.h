@@ -8,20 +8,29 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/random/random.h"
 #include "absl/synchronization/mutex.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
+#include "proxy/tenants.h"
 
 namespace switchyard::proxy {
 
+struct IfrtServiceOptions {
+  int num_elastic_slices = -1;                // see SessionPolicy
+  TenantTokens tokens;                        // none: every session is let in
+  int64_t session_max_arrays = 0;             // see SessionPolicy; 0: no bound
+  int64_t session_max_host_buffer_bytes = 0;  // see HostBufferStore; 0: no bound
+};
+
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
  public:
-  // `num_elastic_slices`: see Session (-1: a session survives any number of slices down).
-  IfrtService(Fleet* fleet, int num_elastic_slices)
-      : fleet_(fleet), num_elastic_slices_(num_elastic_slices) {}
+  IfrtService(Fleet* fleet, IfrtServiceOptions options)
+      : fleet_(fleet), options_(std::move(options)) {}
 
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const ::xla::ifrt::proxy::GrpcGetVersionRequest* request,
@@ -48,19 +57,33 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t requests() const { return requests_.load(); }
   int64_t sessions_opened() const { return sessions_opened_.load(); }
+  int64_t sessions_refused() const { return sessions_refused_.load(); }
 
  private:
-  std::shared_ptr<proxy::HostBufferStore> FindStore(uint64_t session_id) const
+  // The session's store, if the call comes from the host that opened the session.
+  // Host-buffer RPCs carry nothing but the session id (a random 64-bit secret of the
+  // client's, never logged), and jaxlib's client sends them on a channel of their own,
+  // so the connection cannot be matched; the host can, and a leaked id is no use
+  // elsewhere.
+  std::shared_ptr<proxy::HostBufferStore> FindStore(const grpc::ServerContext& context,
+                                                    uint64_t session_id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
+  struct OpenSession {
+    std::shared_ptr<proxy::HostBufferStore> store;
+    std::string peer_host;  // PeerHost of the client connection
+  };
+
   Fleet* fleet_;
-  const int num_elastic_slices_;
+  const IfrtServiceOptions options_;
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> sessions_opened_{0};
+  std::atomic<int64_t> sessions_refused_{0};  // no valid token
+  std::atomic<int64_t> last_refusal_logged_s_{0};
   mutable absl::Mutex mutex_;
   // Session ids are random: the host-buffer RPCs carry only an id and a handle.
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
-  std::map<uint64_t, std::shared_ptr<proxy::HostBufferStore>> stores_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint64_t, OpenSession> sessions_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace switchyard::proxy

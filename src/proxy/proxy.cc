@@ -35,6 +35,9 @@ class ProxyServerImpl final : public ProxyServer {
                                    service_->sessions())
                               .Add("switchyard_proxy_sessions_total", "counter",
                                    "Client sessions opened.", service_->sessions_opened())
+                              .Add("switchyard_proxy_sessions_refused_total", "counter",
+                                   "Client sessions refused for want of a valid token.",
+                                   service_->sessions_refused())
                               .Add("switchyard_proxy_requests_total", "counter",
                                    "IFRT requests answered.", service_->requests());
                           return text.str();
@@ -76,9 +79,20 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
           return FromGrpcStatus(call.stub->ReturnHostCallback(&context, result, &response));
         });
       });
-  auto service = std::make_unique<IfrtService>(fleet.get(), options.num_elastic_slices);
-  SY_ASSIGN_OR_RETURN(StartedServer server, StartGrpcServer(options.listen_host, options.port,
-                                                            {service.get(), callbacks.get()}));
+  IfrtServiceOptions service_options;
+  service_options.num_elastic_slices = options.num_elastic_slices;
+  service_options.session_max_arrays = options.session_max_arrays;
+  service_options.session_max_host_buffer_bytes = options.session_max_host_buffer_bytes;
+  if (!options.tokens_file.empty()) {
+    SY_ASSIGN_OR_RETURN(service_options.tokens, TenantTokens::Load(options.tokens_file));
+    SY_LOG(Info) << "sessions need a token of one of " << service_options.tokens.tenants()
+                 << " tenants (" << options.tokens_file << ")";
+  }
+  auto service = std::make_unique<IfrtService>(fleet.get(), std::move(service_options));
+  // JAX clients speak plain gRPC here; tokens say who they are.
+  SY_ASSIGN_OR_RETURN(StartedServer server,
+                      StartGrpcServer(options.listen_host, options.port,
+                                      {service.get(), callbacks.get()}, Audience::kClients));
   SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
                << options.resource_manager_address << ")";
   auto proxy = std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet),

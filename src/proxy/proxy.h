@@ -4,6 +4,7 @@
 // (`JAX_PLATFORMS=proxy`) over the fleet the resource manager knows. This is the
 // component's only public header.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -20,6 +21,12 @@ struct ProxyOptions {
   // failed (Pathways' --num_elastic_slices); -1: any number (each operation that
   // touches a down slice fails with DATA_LOSS, the rest go on).
   int num_elastic_slices = -1;
+  // Tenants and their token hashes (TenantTokens); empty: sessions need no token.
+  std::string tokens_file;
+  // Per-session bounds (0: none): live arrays, and bytes of host buffers staged on the
+  // proxy. Past them a request gets RESOURCE_EXHAUSTED.
+  int64_t session_max_arrays = 0;
+  int64_t session_max_host_buffer_bytes = 0;
 };
 
 class ProxyServer {

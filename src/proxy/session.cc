@@ -91,7 +91,7 @@ Executable::~Executable() {
 
 Session::Session(uint64_t id, Version version, Fleet* fleet,
                  std::shared_ptr<HostBufferStore> host_buffers, std::function<bool()> cancelled,
-                 std::shared_ptr<ResponseSink> sink, int num_elastic_slices)
+                 std::shared_ptr<ResponseSink> sink, SessionPolicy policy)
     : id_(id),
       version_(version),
       fleet_(fleet),
@@ -99,7 +99,7 @@ Session::Session(uint64_t id, Version version, Fleet* fleet,
       cancelled_(std::move(cancelled)),
       sink_(std::move(sink)),
       next_handle_(kServerHandlesMin),
-      num_elastic_slices_(num_elastic_slices) {}
+      policy_(std::move(policy)) {}
 
 Session::~Session() {
   // Fetches still running answer nobody now; they stop at once. Launches not started
@@ -121,23 +121,23 @@ Session::~Session() {
   for (WorkerConnection* worker : workers_) {
     absl::Status flushed = worker->Flush(kEndFlushTimeout);
     if (absl::IsDeadlineExceeded(flushed)) {
-      SY_LOG(Warning) << "session " << id_ << ": " << flushed.message()
+      SY_LOG(Warning) << "session " << policy_.label << ": " << flushed.message()
                       << "; its lease on the worker frees the rest";
     }
   }
 }
 
 absl::Status Session::Health() const {
-  if (num_elastic_slices_ < 0) return absl::OkStatus();
+  if (policy_.num_elastic_slices < 0) return absl::OkStatus();
   std::set<int> down;
   for (WorkerConnection* worker : workers_) {
     if (!worker->up()) down.insert(worker->slice_index());
   }
-  if (static_cast<int>(down.size()) <= num_elastic_slices_) return absl::OkStatus();
-  return absl::DataLossError(absl::StrCat("session ", id_, " failed: ", down.size(),
-                                          " of its slices are down (", absl::StrJoin(down, ","),
-                                          "), more than --num_elastic_slices=", num_elastic_slices_,
-                                          " allows"));
+  if (static_cast<int>(down.size()) <= policy_.num_elastic_slices) return absl::OkStatus();
+  return absl::DataLossError(
+      absl::StrCat("session ", id_, " failed: ", down.size(), " of its slices are down (",
+                   absl::StrJoin(down, ","),
+                   "), more than --num_elastic_slices=", policy_.num_elastic_slices, " allows"));
 }
 
 uint64_t Session::NewHandle() { return next_handle_++; }
@@ -183,7 +183,12 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
   created.erase(std::remove_if(created.begin(), created.end(),
                                [&](uint64_t handle) { return arrays_.Contains(handle); }),
                 created.end());
-  if (request.has_check_value_ready_request()) {
+  if (policy_.max_arrays > 0 && !created.empty() &&
+      static_cast<int64_t>(arrays_.size() + created.size()) > policy_.max_arrays) {
+    status = absl::ResourceExhaustedError(
+        absl::StrCat("this session holds ", arrays_.size(), " arrays; the proxy allows ",
+                     policy_.max_arrays, " a session (--session_max_arrays): free some first"));
+  } else if (request.has_check_value_ready_request()) {
     status = Guarded("CheckValueReady", [&] {
       return CheckValueReadyLater(request.check_value_ready_request(),
                                   request.request_metadata().op_id());
@@ -378,7 +383,7 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
     if (absl::SimpleAtoi(part, &value)) stablehlo.push_back(value);
   }
   if (stablehlo.size() == 3) SetAttribute(attributes, "stablehlo_current_version", stablehlo);
-  SY_LOG(Info) << "session " << id_ << ": " << devices_.size() << " " << platform
+  SY_LOG(Info) << "session " << policy_.label << ": " << devices_.size() << " " << platform
                << " devices, protocol " << version_.protocol << ", SerDes " << version_.serdes;
   return absl::OkStatus();
 }

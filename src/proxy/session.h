@@ -69,15 +69,26 @@ struct Executable {
   ~Executable();
 };
 
+// Who a session is and what it may hold.
+struct SessionPolicy {
+  // Names the session in logs ("7 (alice)"). Never the session id: that id is all the
+  // host-buffer RPCs carry.
+  std::string label;
+  // More than this many of the session's slices down at once fails the session (-1:
+  // never).
+  int num_elastic_slices = -1;
+  // Live array handles (arrays, and failed requests' error handles) the session may
+  // hold: a request that would make more is refused with RESOURCE_EXHAUSTED. 0: no bound.
+  int64_t max_arrays = 0;
+};
+
 class Session {
  public:
   // `cancelled` says whether the client has gone; long waits check it. Answers that
   // come later go to `sink`.
-  // More than `num_elastic_slices` of the session's slices down at once fails the
-  // session (-1: never).
   Session(uint64_t id, Version version, Fleet* fleet, std::shared_ptr<HostBufferStore> host_buffers,
           std::function<bool()> cancelled, std::shared_ptr<ResponseSink> sink,
-          int num_elastic_slices = -1);
+          SessionPolicy policy = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -219,7 +230,7 @@ class Session {
   std::map<uint64_t, absl::Status> futures_;
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
-  const int num_elastic_slices_;
+  const SessionPolicy policy_;
   // Fetches in flight, on threads of the session's own; their worker calls are
   // cancelled and the threads joined when it ends.
   CallSet calls_;

@@ -325,9 +325,9 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     (void)stand_in->Send(std::move(drop));
     for (int64_t& id : *compiled->response.mutable_device_ids()) id = back.at(id);
     compiled->epoch = 0;  // no epoch of the down worker: compiled there when it is back
-    SY_LOG(Info) << "session " << id_ << ": slice " << down->slice_index() << " is down; compiled '"
-                 << compiled->response.name() << "' on slice " << stand_in->slice_index()
-                 << " for now";
+    SY_LOG(Info) << "session " << policy_.label << ": slice " << down->slice_index()
+                 << " is down; compiled '" << compiled->response.name() << "' on slice "
+                 << stand_in->slice_index() << " for now";
     return compiled;
   }
   return lost;
@@ -355,8 +355,9 @@ absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* 
                                             part->worker->slice_index(),
                                             " runs on other devices than before"));
   }
-  SY_LOG(Info) << "session " << id_ << ": compiled '" << executable.name << "' again on slice "
-               << part->worker->slice_index() << " host " << part->worker->host_index();
+  SY_LOG(Info) << "session " << policy_.label << ": compiled '" << executable.name
+               << "' again on slice " << part->worker->slice_index() << " host "
+               << part->worker->host_index();
   part->worker_id = request.executable_id();
   part->epoch = compiled->epoch;
   return absl::OkStatus();

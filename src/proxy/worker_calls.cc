@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include <algorithm>
-#include <atomic>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
@@ -25,12 +24,11 @@ void SetDeadline(grpc::ClientContext* context, absl::Duration timeout) {
 }  // namespace
 
 uint64_t NewWorkerObjectId() {
-  // Random high bits keep ids of two proxies (or a restarted one) apart on a worker.
-  static std::atomic<uint64_t> next{[] {
-    absl::BitGen random;
-    return (absl::Uniform<uint64_t>(random, 1, uint64_t{1} << 23) << 40) | 1;
-  }()};
-  return next.fetch_add(1);
+  // Wholly random: ids of two proxies (or a restarted one) never meet on a worker, and
+  // knowing some ids tells nothing about the others (a counter would hand a prober
+  // every live object of every session).
+  thread_local absl::BitGen random;
+  return absl::Uniform<uint64_t>(random, 1, UINT64_MAX);
 }
 
 absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,

@@ -20,7 +20,8 @@
 
 namespace switchyard::proxy {
 
-// A fresh buffer or executable id, unique across this proxy process.
+// A fresh buffer or executable id: 64 random bits (unique in practice across proxies,
+// and not guessable from other ids).
 uint64_t NewWorkerObjectId();
 
 // The bytes a put sends: `prefix(n)` returns the first n bytes once it has them (or why

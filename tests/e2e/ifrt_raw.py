@@ -55,10 +55,13 @@ def get_version(ch, min_protocol=16, max_protocol=25, min_serdes=0, max_serdes=6
 class RawSession:
     """An IfrtSession stream that sends raw bytes and returns parsed responses."""
 
-    def __init__(self, ch, protocol=25, serdes=6):
+    def __init__(self, ch, protocol=25, serdes=6, initialization_data: dict | None = None):
         self._requests = queue.Queue()
-        metadata = g.GrpcIfrtSessionMetadata(version=s.IfrtProxyVersion(
-            protocol_version=protocol, ifrt_serdes_version_number=serdes)).SerializeToString()
+        session = g.GrpcIfrtSessionMetadata(version=s.IfrtProxyVersion(
+            protocol_version=protocol, ifrt_serdes_version_number=serdes))
+        for key, value in (initialization_data or {}).items():
+            session.initialization_data.attributes[key].string_value = value
+        metadata = session.SerializeToString()
         call = ch.stream_stream(SERVICE + "IfrtSession", request_serializer=lambda b: b,
                                 response_deserializer=s.IfrtResponse.FromString)
         self._call = call(iter(self._requests.get, None),

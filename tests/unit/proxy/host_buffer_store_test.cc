@@ -130,5 +130,17 @@ TEST(HostBufferStoreTest, AFailedOrWrongSizedFillFailsItsReaders) {
             absl::StatusCode::kDataLoss);
 }
 
+TEST(HostBufferStoreTest, MaxBytesBoundsWhatIsHeldAtOnce) {
+  HostBufferStore store(/*max_bytes=*/10);
+  ASSERT_TRUE(Store(store, 1, "abcdef").ok());
+  absl::Status over = Store(store, 2, "ghijk");
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("--session_max_host_buffer_bytes"), std::string::npos) << over;
+  EXPECT_EQ(store.Begin(3, 5).status().code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(Store(store, 4, "ghij").ok());  // exactly at the bound
+  ASSERT_TRUE(store.Delete(1).ok());
+  EXPECT_TRUE(store.Begin(5, 6).ok());  // room again
+}
+
 }  // namespace
 }  // namespace switchyard::proxy

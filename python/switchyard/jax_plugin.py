@@ -1,0 +1,31 @@
+"""JAX plugin hook: carries `$SWITCHYARD_TOKEN` for clients set up by other code.
+
+JAX calls `initialize()` of every installed `jax_plugins` entry point before it makes
+its backends. A program that sets up the proxy backend itself (`pathwaysutils.initialize()`)
+never passes Switchyard a token; with the switchyard package installed and
+`SWITCHYARD_TOKEN` set, this puts it in every proxy session's initialization data.
+Without the variable it does nothing.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def initialize() -> None:
+    if not os.environ.get("SWITCHYARD_TOKEN"):
+        return
+    from jax.extend.backend import ifrt_proxy
+
+    get_client = ifrt_proxy.get_client
+    if getattr(get_client, "_switchyard_token", False):
+        return
+    from switchyard.backend import connection_options
+
+    def get_client_with_token(address, options=None):
+        if options is None:
+            options = ifrt_proxy.ClientConnectionOptions()
+        return get_client(address, connection_options(options))
+
+    get_client_with_token._switchyard_token = True
+    ifrt_proxy.get_client = get_client_with_token
