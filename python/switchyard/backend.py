@@ -13,25 +13,38 @@ _initialized = False
 
 
 TOKEN_ATTRIBUTE = "switchyard_token"  # the proxy's `kTokenAttribute`
+VIRTUAL_SLICES_ATTRIBUTE = "switchyard_virtual_slices"  # the proxy's `kVirtualSlicesAttribute`
 
 
-def connection_options(options, token: str | None = None):
-    """Puts the tenant token (`token`, else `$SWITCHYARD_TOKEN`) in the session's
-    initialization data, where a proxy started with `--tokens_file` looks for it."""
-    token = token if token is not None else os.environ.get("SWITCHYARD_TOKEN")
+def connection_options(options, token: str | None = None, virtual_slices: str | None = None):
+    """Puts the tenant token (`token`, else `$SWITCHYARD_TOKEN`) and the slices to lease
+    from a shared pool (`virtual_slices`, else `$SWITCHYARD_VIRTUAL_SLICES`, e.g.
+    "cpu:4,cpu:4") in the session's initialization data, where the proxy looks for them.
+    Values already there were chosen first and stay."""
+    chosen = {
+        TOKEN_ATTRIBUTE: token if token is not None else os.environ.get("SWITCHYARD_TOKEN"),
+        VIRTUAL_SLICES_ATTRIBUTE: virtual_slices if virtual_slices is not None
+        else os.environ.get("SWITCHYARD_VIRTUAL_SLICES"),
+    }
     data = dict(options.initialization_data or {})
-    if token and TOKEN_ATTRIBUTE not in data:  # a token already there was chosen first
-        data[TOKEN_ATTRIBUTE] = token.encode()
+    changed = False
+    for key, value in chosen.items():
+        if value and key not in data:
+            data[key] = value.encode()
+            changed = True
+    if changed:
         options.initialization_data = data
     return options
 
 
 def initialize(target: str | None = None, connection_timeout_s: int | None = None,
-               token: str | None = None) -> None:
+               token: str | None = None, virtual_slices: str | None = None) -> None:
     """Makes `jax` use the Switchyard proxy at `target` (default `$JAX_BACKEND_TARGET`).
 
     `token`: this tenant's token, for a proxy that requires one (default
-    `$SWITCHYARD_TOKEN`).
+    `$SWITCHYARD_TOKEN`). `virtual_slices`: the slices this session leases from a
+    shared pool, GENERATION:TOPOLOGY,... (default `$SWITCHYARD_VIRTUAL_SLICES`, else the
+    proxy's --virtual_slices); the session waits in the pool's queue until they are free.
     """
     global _initialized
     # The proxy client uses ALTS (GCP only) unless told otherwise; Switchyard serves
@@ -59,7 +72,8 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
         address = jax.config.read("jax_backend_target")
         if not address:
             raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
-        return ifrt_proxy.get_client(address, connection_options(options, token))
+        return ifrt_proxy.get_client(address,
+                                     connection_options(options, token, virtual_slices))
 
     backend.register_backend_factory("proxy", make_client, priority=-1)
     # jax.debug.print, pure_callback, io_callback: served from this process.

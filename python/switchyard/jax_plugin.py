@@ -1,10 +1,11 @@
-"""JAX plugin hook: carries `$SWITCHYARD_TOKEN` for clients set up by other code.
+"""JAX plugin hook: carries `$SWITCHYARD_TOKEN` and `$SWITCHYARD_VIRTUAL_SLICES` for
+clients set up by other code.
 
 JAX calls `initialize()` of every installed `jax_plugins` entry point before it makes
 its backends. A program that sets up the proxy backend itself (`pathwaysutils.initialize()`)
 never passes Switchyard a token; with the switchyard package installed and
-`SWITCHYARD_TOKEN` set, this puts it in every proxy session's initialization data.
-Without the variable it does nothing.
+`SWITCHYARD_TOKEN` (or `SWITCHYARD_VIRTUAL_SLICES`) set, this puts it in every proxy
+session's initialization data. Without the variables it does nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 
 
 def initialize() -> None:
-    if not os.environ.get("SWITCHYARD_TOKEN"):
+    if not os.environ.get("SWITCHYARD_TOKEN") and not os.environ.get("SWITCHYARD_VIRTUAL_SLICES"):
         return
     from jax.extend.backend import ifrt_proxy
 

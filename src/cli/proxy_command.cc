@@ -23,6 +23,12 @@ ABSL_FLAG(int64_t, session_max_host_buffer_bytes, 0,
           "proxy: bytes of host buffers one session may stage on the proxy at once (0: no "
           "bound); past it, RESOURCE_EXHAUSTED");
 
+ABSL_FLAG(std::string, virtual_slices, "",
+          "proxy: the slices each session leases from the pool, GENERATION:TOPOLOGY,... "
+          "(cpu:4,cpu:4); a session waits in the RM's queue until they are free and sees only "
+          "them. A client may ask for others in its initialization data. Empty: every session "
+          "sees the whole fleet and leases nothing");
+
 namespace switchyard::cli {
 
 int RunProxy() {
@@ -38,6 +44,7 @@ int RunProxy() {
   options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   options.session_max_arrays = absl::GetFlag(FLAGS_session_max_arrays);
   options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
+  options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
   // Pathways' wording: deployment scripts and readiness checks wait for this line.

@@ -1,4 +1,5 @@
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/serve.h"
@@ -20,6 +21,14 @@ ABSL_FLAG(std::string, instance_type, "",
           "a worker whose device kind does not contain GENERATION, or that would give its "
           "slice more devices, is refused (empty: any)");
 
+ABSL_FLAG(std::string, tenant_shares, "",
+          "rm: the shared pool's shares, TENANT:SHARE,... (alice:1,bob:2): the next session "
+          "placed is the earliest of the tenant holding the fewest slices per share (empty: "
+          "first come, first served; an unlisted tenant has share 1)");
+ABSL_FLAG(absl::Duration, lease_max_hold, absl::ZeroDuration(),
+          "rm: a session holding its slices this long (e.g. 2h) while another waits loses them "
+          "(its client gets UNAVAILABLE with the reason); 0: never");
+
 namespace switchyard::cli {
 
 int RunResourceManager() {
@@ -39,6 +48,8 @@ int RunResourceManager() {
   }
   options.instance_count = absl::GetFlag(FLAGS_instance_count);
   options.instance_type = absl::GetFlag(FLAGS_instance_type);
+  options.tenant_shares = absl::GetFlag(FLAGS_tenant_shares);
+  options.lease_max_hold = absl::GetFlag(FLAGS_lease_max_hold);
   WarnIfCacheLocationUnusable();
   return ServeUntilSignal(rm::ResourceManagerServer::Start(options));
 }

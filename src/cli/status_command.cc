@@ -50,6 +50,42 @@ void PrintTable(const Fleet& fleet) {
   }
 }
 
+std::string Shapes(const LeaseInfo& lease) {
+  std::vector<std::string> shapes;
+  for (const LeaseShape& shape : lease.slices()) {
+    shapes.push_back(
+        absl::StrCat(shape.kind().empty() ? "any" : shape.kind(), ":", shape.devices()));
+  }
+  return absl::StrJoin(shapes, ",");
+}
+
+void PrintLeases(const LeaseTable& leases) {
+  if (leases.held_size() + leases.queued_size() == 0) return;
+  std::printf("\n%d leases held, %d queued\n", leases.held_size(), leases.queued_size());
+  std::printf("%-6s %-8s %-12s %-14s %-10s %-8s %s\n", "LEASE", "STATE", "TENANT", "ASKED",
+              "SLICES", "AGE", "OWNER");
+  auto row = [](const LeaseInfo& lease, const std::string& state) {
+    std::printf("%-6llu %-8s %-12s %-14s %-10s %-8s %s\n",
+                static_cast<unsigned long long>(lease.lease_id()), state.c_str(),
+                lease.tenant().c_str(), Shapes(lease).c_str(),
+                absl::StrJoin(lease.slice_indices(), ",").c_str(),
+                absl::StrCat(lease.age_ms() / 1000, "s").c_str(), lease.owner().c_str());
+  };
+  for (const LeaseInfo& lease : leases.held()) row(lease, "held");
+  int position = 0;
+  for (const LeaseInfo& lease : leases.queued()) row(lease, absl::StrCat("queued#", ++position));
+}
+
+std::string Json(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
+
 }  // namespace
 
 int RunStatus() {
@@ -64,16 +100,22 @@ int RunStatus() {
                  address.c_str(), status.error_message().c_str());
     return 1;
   }
+  // The shared pool's leases; an RM that predates them answers UNIMPLEMENTED.
+  LeaseTable leases;
+  grpc::ClientContext leases_context;
+  leases_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  (void)stub->GetLeases(&leases_context, GetLeasesRequest(), &leases);
   if (absl::GetFlag(FLAGS_json)) {
-    std::string json;
-    google::protobuf::util::JsonPrintOptions options;
-    options.add_whitespace = true;
-    options.preserve_proto_field_names = true;
-    options.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(fleet, &json, options);
+    // The fleet's fields, and the leases under "leases".
+    std::string json = Json(fleet);
+    const size_t end = json.rfind('}');
+    if (end != std::string::npos) {
+      json = absl::StrCat(json.substr(0, end), ",\n \"leases\": ", Json(leases), "}\n");
+    }
     std::printf("%s", json.c_str());
   } else {
     PrintTable(fleet);
+    PrintLeases(leases);
   }
   return 0;
 }

@@ -32,6 +32,10 @@ inline constexpr int64_t kHostsMax = 1 << 14;           // registered hosts in a
 inline constexpr int64_t kDeviceIdsMax = (int64_t{1} << 31) - 1;
 inline constexpr int64_t kNameBytesMax = 1 << 10;  // addresses, host names, boot ids
 inline constexpr int64_t kFleetWatchersMax = 256;  // open WatchFleet streams
+// Leases open at once, queued or placed: each holds an RM thread (a Lease stream).
+inline constexpr int64_t kLeasesMax = 256;
+// Slices one lease may ask for.
+inline constexpr int64_t kLeaseSlicesMax = 1 << 10;
 // The bootstrap key-value store holds topologies and clique ids: small values.
 inline constexpr int64_t kKvKeyBytesMax = 1 << 10;
 inline constexpr int64_t kKvValueBytesMax = 4 << 20;

@@ -47,6 +47,7 @@ class Fleet {
   // A fresh id (never 0) for a launch spanning workers: its parts on every worker carry
   // it, and no two such launches in this proxy share one.
   int32_t NextLaunchId();
+  const std::string& rm_address() const { return rm_address_; }
 
  private:
   void WatchLoop();

@@ -11,6 +11,7 @@
 #include "common/wire_record.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
+#include "proxy/slice_lease.h"
 #include "proxy/version.h"
 
 namespace switchyard::proxy {
@@ -35,6 +36,25 @@ absl::Status ReadMetadata(const grpc::ServerContext& context, const char* key, M
   }
   return absl::OkStatus();
 }
+
+// Ends a session before it starts. jaxlib's client reports a stream that ends before
+// it answers Init as a bare CANCELLED; an answer to Init carrying the error reaches the
+// user word for word.
+grpc::Status Refuse(grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream,
+                    const absl::Status& status) {
+  w::IfrtRequest request;
+  if (stream->Read(&request)) {
+    w::IfrtResponse refused;
+    refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+    *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
+    stream->Write(refused);
+  }
+  return ToGrpcStatus(status);
+}
+
+// The attribute of a session's initialization data naming the slices it asks for
+// (GENERATION:TOPOLOGY,...), instead of the proxy's --virtual_slices.
+constexpr char kVirtualSlicesAttribute[] = "switchyard_virtual_slices";
 
 }  // namespace
 
@@ -84,16 +104,14 @@ grpc::Status IfrtService::IfrtSession(
                       << tenant.status().message() << " (" << refused_before + 1
                       << " refused so far)";
     }
-    // jaxlib's client reports a stream that ends before it answers Init as a bare
-    // CANCELLED; an answer to Init carrying the error reaches the user word for word.
-    w::IfrtRequest request;
-    if (stream->Read(&request)) {
-      w::IfrtResponse refused;
-      refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
-      *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(tenant.status());
-      stream->Write(refused);
-    }
-    return ToGrpcStatus(tenant.status());
+    return Refuse(stream, tenant.status());
+  }
+  std::vector<SliceShape> shapes = options_.virtual_slices;
+  if (auto it = attributes.find(kVirtualSlicesAttribute); it != attributes.end()) {
+    absl::StatusOr<std::vector<SliceShape>> asked =
+        ParseSliceShapes(it->second.string_value(), kVirtualSlicesAttribute);
+    if (!asked.ok()) return Refuse(stream, asked.status());
+    shapes = *std::move(asked);
   }
   auto store = std::make_shared<proxy::HostBufferStore>(options_.session_max_host_buffer_bytes);
   uint64_t session_id;
@@ -116,6 +134,19 @@ grpc::Status IfrtService::IfrtSession(
   policy.max_arrays = options_.session_max_arrays;
   SY_LOG(Info) << "session " << policy.label << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
+  // A session of the shared pool waits for its slices before it answers Init: the
+  // client sees its devices once they are placed.
+  std::unique_ptr<SliceLease> lease;
+  if (!shapes.empty()) {
+    lease = std::make_unique<SliceLease>(fleet_->rm_address(), policy.label, *tenant, shapes);
+    absl::StatusOr<std::vector<int>> slices =
+        lease->WaitPlaced([context] { return context->IsCancelled(); });
+    if (!slices.ok()) {
+      SY_LOG(Warning) << "session " << policy.label << " got no slices: " << slices.status();
+      return Refuse(stream, slices.status());
+    }
+    policy.slices.emplace(slices->begin(), slices->end());
+  }
   int64_t requests = 0;
   absl::Status failed;  // set once the session has failed (--num_elastic_slices)
   int64_t failed_requests = 0;
@@ -134,6 +165,7 @@ grpc::Status IfrtService::IfrtSession(
       ++requests;
       ++requests_;
       if (failed.ok()) failed = session.Health();
+      if (failed.ok() && lease != nullptr) failed = lease->Held();
       if (!failed.ok()) {
         // A failed session answers every request with the reason, until the client goes.
         if (failed_requests++ == 0) SY_LOG(Warning) << failed.message();

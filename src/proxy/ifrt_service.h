@@ -10,9 +10,11 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/synchronization/mutex.h"
+#include "common/slice_shape.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
@@ -25,6 +27,9 @@ struct IfrtServiceOptions {
   TenantTokens tokens;                        // none: every session is let in
   int64_t session_max_arrays = 0;             // see SessionPolicy; 0: no bound
   int64_t session_max_host_buffer_bytes = 0;  // see HostBufferStore; 0: no bound
+  // Each session leases slices of these shapes (SliceLease) unless it asks for others;
+  // empty: sessions that ask for none see the whole fleet.
+  std::vector<SliceShape> virtual_slices;
 };
 
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {

@@ -4,6 +4,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/slice_shape.h"
 #include "common/status_macros.h"
 #include "proxy/fleet.h"
 #include "proxy/host_callbacks.h"
@@ -83,6 +84,8 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   service_options.num_elastic_slices = options.num_elastic_slices;
   service_options.session_max_arrays = options.session_max_arrays;
   service_options.session_max_host_buffer_bytes = options.session_max_host_buffer_bytes;
+  SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
+                      ParseSliceShapes(options.virtual_slices, "--virtual_slices"));
   if (!options.tokens_file.empty()) {
     SY_ASSIGN_OR_RETURN(service_options.tokens, TenantTokens::Load(options.tokens_file));
     SY_LOG(Info) << "sessions need a token of one of " << service_options.tokens.tenants()

@@ -27,6 +27,11 @@ struct ProxyOptions {
   // proxy. Past them a request gets RESOURCE_EXHAUSTED.
   int64_t session_max_arrays = 0;
   int64_t session_max_host_buffer_bytes = 0;
+  // Pathways' --virtual_slices ("cpu:4,cpu:4"): each session leases slices of these
+  // shapes from the RM, waits in its queue until they are free, and sees only them.
+  // Empty: sessions see the whole fleet and lease nothing. Start() fails with
+  // INVALID_ARGUMENT on a malformed list.
+  std::string virtual_slices;
 };
 
 class ProxyServer {

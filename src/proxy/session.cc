@@ -316,6 +316,7 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
   // Every device of the fleet, up or down: a slice that is down now keeps its devices
   // (and fails what touches them with DATA_LOSS) until it comes back.
   for (DeviceEntry& entry : fleet_->Devices()) {
+    if (policy_.slices.has_value() && !policy_.slices->count(entry.info.slice_index())) continue;
     if (platform.empty()) {
       platform = entry.plugin.platform_name();
       platform_version = entry.plugin.platform_version();

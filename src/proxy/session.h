@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,9 @@ struct SessionPolicy {
   // Live array handles (arrays, and failed requests' error handles) the session may
   // hold: a request that would make more is refused with RESOURCE_EXHAUSTED. 0: no bound.
   int64_t max_arrays = 0;
+  // The slices the session leased from the pool: it sees only their devices. Nullopt:
+  // every slice of the fleet.
+  std::optional<std::set<int>> slices;
 };
 
 class Session {

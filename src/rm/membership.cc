@@ -1,14 +1,12 @@
 #include "rm/membership.h"
 
 #include <algorithm>
-#include <cctype>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/call_metadata.h"
 #include "common/limits.h"
+#include "common/slice_shape.h"
 
 namespace switchyard::rm {
 namespace {
@@ -78,46 +76,14 @@ absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) cons
   return absl::OkStatus();
 }
 
-namespace {
-
-std::string Normalized(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (std::isalnum(static_cast<unsigned char>(c))) {
-      out.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 absl::Status ParseInstanceType(const std::string& instance_type, ExpectedFleet* fleet) {
   fleet->kind.clear();
   fleet->devices_per_slice = 0;
   if (instance_type.empty()) return absl::OkStatus();
-  const size_t colon = instance_type.find(':');
-  const std::string kind = Normalized(instance_type.substr(0, colon));
-  if (colon == std::string::npos || kind.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--instance_type='", instance_type,
-                     "' is not GENERATION:TOPOLOGY (e.g. cpu:4, tpuv5e:4x8)"));
-  }
-  int64_t devices = 1;
-  for (absl::string_view dim : absl::StrSplit(instance_type.substr(colon + 1), 'x')) {
-    int64_t value = 0;
-    if (!absl::SimpleAtoi(dim, &value) || value < 1 || value > limits::kDevicesPerHostMax ||
-        devices * value > int64_t{limits::kDevicesPerHostMax} * limits::kHostsPerSliceMax) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--instance_type='", instance_type,
-          "': the topology must be positive dimensions "
-          "joined by 'x' (e.g. 4x8), at most ",
-          int64_t{limits::kDevicesPerHostMax} * limits::kHostsPerSliceMax, " devices a slice"));
-    }
-    devices *= value;
-  }
-  fleet->kind = kind;
-  fleet->devices_per_slice = static_cast<int>(devices);
+  absl::StatusOr<SliceShape> shape = ParseSliceShape(instance_type, "--instance_type");
+  if (!shape.ok()) return shape.status();
+  fleet->kind = shape->kind;
+  fleet->devices_per_slice = shape->devices;
   return absl::OkStatus();
 }
 
@@ -133,7 +99,7 @@ absl::Status Membership::CheckExpected(const RegisterWorkerRequest& request) con
   }
   if (!expected.kind.empty()) {
     for (const DeviceInfo& device : request.devices()) {
-      if (Normalized(device.kind()).find(expected.kind) == std::string::npos) {
+      if (!KindMatches(SliceShape{expected.kind, 0}, device.kind())) {
         return absl::FailedPreconditionError(absl::StrCat(refused, "has '", device.kind(),
                                                           "' devices, not '", expected.kind,
                                                           "' (--instance_type)"));

@@ -80,7 +80,11 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   }
   membership.expected.slices = options.instance_count;
   SY_RETURN_IF_ERROR(ParseInstanceType(options.instance_type, &membership.expected));
-  auto service = std::make_unique<RmService>(clock, period, membership, options.state_file);
+  LeaseOptions leases;
+  SY_ASSIGN_OR_RETURN(leases.tenant_shares, ParseTenantShares(options.tenant_shares));
+  leases.max_hold = options.lease_max_hold;
+  auto service =
+      std::make_unique<RmService>(clock, period, membership, std::move(leases), options.state_file);
   SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,
                       StartGrpcServer(options.listen_host, options.port, {service.get()}));

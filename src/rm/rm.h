@@ -27,6 +27,12 @@ struct RmOptions {
   // outside it is refused. Start() fails with INVALID_ARGUMENT on a malformed type.
   int instance_count = 0;
   std::string instance_type;
+  // The shared pool (sessions of proxies run with --virtual_slices lease slices):
+  // "alice:1,bob:2" orders the queue by slices held per share; empty: first come, first
+  // served. Start() fails with INVALID_ARGUMENT on a malformed list.
+  std::string tenant_shares;
+  // A lease held this long while another session waits is taken back; zero: never.
+  absl::Duration lease_max_hold = absl::ZeroDuration();
 };
 
 // Fills unset options with the defaults from common/limits.h.

@@ -20,11 +20,12 @@ constexpr absl::Duration kHolderProbeTimeout = absl::Milliseconds(500);
 }  // namespace
 
 RmService::RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,
-                     std::string state_file)
+                     LeaseOptions lease_options, std::string state_file)
     : clock_(clock),
       heartbeat_period_(heartbeat_period),
       state_file_(std::move(state_file)),
-      membership_(options) {}
+      membership_(options),
+      leases_(std::move(lease_options)) {}
 
 RmService::~RmService() { Stop(); }
 
@@ -100,6 +101,10 @@ void RmService::SweepLoop() {
       before = membership_.version();
       died = membership_.Sweep(clock_->Now());
       after = membership_.version();
+      for (uint64_t id : leases_.Sweep(clock_->Now())) {
+        SY_LOG(Warning) << "lease " << id << ": " << leases_.Get(id)->revoked;
+      }
+      PlaceLeases();
     }
     for (const HostStatus& host : died) {
       SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index() << " host "
@@ -174,9 +179,11 @@ grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
 
 std::string RmService::RenderMetrics() {
   Fleet fleet;
+  LeaseTable leases;
   {
     absl::MutexLock lock(&mutex_);
     fleet = membership_.Snapshot(clock_->Now());
+    leases = leases_.Snapshot(clock_->Now());
   }
   int healthy = 0, unhealthy = 0, devices = 0, healthy_slices = 0;
   for (const SliceStatus& slice : fleet.slices()) {
@@ -195,7 +202,11 @@ std::string RmService::RenderMetrics() {
       .Add("switchyard_rm_devices", "gauge", "Devices on healthy hosts.", devices)
       .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size())
       .Add("switchyard_rm_kv_bytes", "gauge", "Bytes in the bootstrap key-value store.",
-           kv_.bytes());
+           kv_.bytes())
+      .Add("switchyard_rm_leases", "gauge", "Leases of the shared pool by state.",
+           leases.held_size(), "state=\"held\"")
+      .Add("switchyard_rm_leases", "gauge", "Leases of the shared pool by state.",
+           leases.queued_size(), "state=\"queued\"");
   return text.str();
 }
 
@@ -262,6 +273,87 @@ grpc::Status RmService::KeyValueGet(grpc::ServerContext* context, const KeyValue
   auto value = kv_.Get(request->key(), timeout);
   if (!value.ok()) return ToGrpcStatus(value.status());
   response->set_value(*std::move(value));
+  return grpc::Status::OK;
+}
+
+void RmService::PlaceLeases() {
+  const absl::Time now = clock_->Now();
+  for (uint64_t id : leases_.Place(membership_.Snapshot(now), now)) {
+    SY_LOG(Info) << "lease " << id << " placed on slices "
+                 << absl::StrJoin(leases_.Get(id)->slices, ",");
+  }
+}
+
+grpc::Status RmService::Lease(grpc::ServerContext* context, const LeaseRequest* request,
+                              grpc::ServerWriter<LeaseEvent>* writer) {
+  RecordWire("rm_lease", *request);
+  LeaseSpec spec;
+  spec.owner = request->owner();
+  spec.tenant = request->tenant();
+  for (const LeaseShape& shape : request->slices()) {
+    if (shape.devices() < 0) {
+      return ToGrpcStatus(absl::InvalidArgumentError("a slice of a negative number of devices"));
+    }
+    spec.shapes.push_back(SliceShape{NormalizedKind(shape.kind()), shape.devices()});
+  }
+  spec.preferred.assign(request->preferred_slices().begin(), request->preferred_slices().end());
+  uint64_t id = 0;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (static_cast<int64_t>(leases_.size()) >= limits::kLeasesMax) {
+      return ToGrpcStatus(absl::ResourceExhaustedError(
+          absl::StrCat(leases_.size(), " leases are open or queued, the limit")));
+    }
+    const absl::Time now = clock_->Now();
+    absl::StatusOr<uint64_t> queued =
+        leases_.Request(std::move(spec), membership_.Snapshot(now), now);
+    if (!queued.ok()) return ToGrpcStatus(queued.status());
+    id = *queued;
+    SY_LOG(Info) << "lease " << id << " asked by " << request->owner().substr(0, 256) << " (tenant "
+                 << request->tenant().substr(0, 256) << ") for " << request->slices_size()
+                 << " slices";
+    PlaceLeases();
+  }
+  // However the stream ends, the slices go back to the pool and the queue moves.
+  absl::Cleanup release = [this, id] {
+    absl::MutexLock lock(&mutex_);
+    leases_.Release(id);
+    PlaceLeases();
+    SY_LOG(Info) << "lease " << id << " ended";
+  };
+  LeaseEvent sent;
+  sent.set_queue_position(-1);  // nothing sent yet
+  uint64_t seen = 0;            // the version of the leases last looked at
+  while (true) {
+    LeaseEvent event;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto changed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+        return stopping_ || leases_.version() != seen;
+      };
+      // Wakes now and then to notice a holder that went away.
+      mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
+      seen = leases_.version();
+      if (stopping_)
+        return ToGrpcStatus(absl::UnavailableError("the resource manager is stopping"));
+      if (context->IsCancelled()) return grpc::Status::OK;
+      std::optional<Leases::State> state = leases_.Get(id);
+      if (!state.has_value()) return grpc::Status::OK;
+      if (!state->revoked.empty()) return ToGrpcStatus(absl::AbortedError(state->revoked));
+      event.set_lease_id(id);
+      event.set_queue_position(state->queue_position);
+      for (int slice : state->slices) event.add_slice_indices(slice);
+    }
+    if (event.SerializeAsString() == sent.SerializeAsString()) continue;
+    if (!writer->Write(event)) return grpc::Status::OK;
+    sent = std::move(event);
+  }
+}
+
+grpc::Status RmService::GetLeases(grpc::ServerContext* context, const GetLeasesRequest* request,
+                                  LeaseTable* response) {
+  absl::MutexLock lock(&mutex_);
+  *response = leases_.Snapshot(clock_->Now());
   return grpc::Status::OK;
 }
 

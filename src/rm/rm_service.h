@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
 #include "rm/kv_store.h"
+#include "rm/leases.h"
 #include "rm/membership.h"
 #include "switchyard/rm.grpc.pb.h"
 #include "switchyard/worker.grpc.pb.h"
@@ -23,7 +24,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
  public:
   // `state_file` empty: nothing persists across restarts.
   RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,
-            std::string state_file);
+            LeaseOptions lease_options, std::string state_file);
   ~RmService() override;
 
   // Loads the state file, if there is one, and starts the sweeper. INVALID_ARGUMENT
@@ -42,6 +43,10 @@ class RmService final : public ::switchyard::ResourceManager::Service {
                            KeyValuePutResponse* response) override;
   grpc::Status KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
                            KeyValueGetResponse* response) override;
+  grpc::Status Lease(grpc::ServerContext* context, const LeaseRequest* request,
+                     grpc::ServerWriter<LeaseEvent>* writer) override;
+  grpc::Status GetLeases(grpc::ServerContext* context, const GetLeasesRequest* request,
+                         LeaseTable* response) override;
 
   // Ends the watches and joins the sweeper thread. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -50,6 +55,8 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
  private:
   void SweepLoop();
+  // Places what the queue allows (after any change to leases or the fleet) and logs it.
+  void PlaceLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Registers under the lock, evicting `*holder` first if set; on ALREADY_EXISTS sets
   // `*holder` to the live registration in the way.
   absl::StatusOr<RegisterWorkerResponse> Register(const RegisterWorkerRequest& request,
@@ -67,6 +74,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   const std::string state_file_;
   absl::Mutex mutex_;
   Membership membership_ ABSL_GUARDED_BY(mutex_);
+  Leases leases_ ABSL_GUARDED_BY(mutex_);
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t watchers_ ABSL_GUARDED_BY(mutex_) = 0;

@@ -1,0 +1,235 @@
+#include "rm/leases.h"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/limits.h"
+
+namespace switchyard::rm {
+namespace {
+
+bool Matches(const SliceShape& shape, const SliceStatus& slice) {
+  int devices = 0;
+  for (const HostStatus& host : slice.hosts()) {
+    for (const DeviceInfo& device : host.devices()) {
+      if (!KindMatches(shape, device.kind())) return false;
+      ++devices;
+    }
+  }
+  return devices > 0 && (shape.devices == 0 || shape.devices == devices);
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::string& text) {
+  std::map<std::string, double> shares;
+  if (text.empty()) return shares;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> pieces = absl::StrSplit(part, absl::MaxSplits(':', 1));
+    double share = 0;
+    if (pieces.size() != 2 || pieces[0].empty() || !absl::SimpleAtod(pieces[1], &share) ||
+        !(share > 0) || share > 1e6) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tenant_shares: '", part,
+                       "' is not TENANT:SHARE with a share above 0 (e.g. alice:1,bob:2)"));
+    }
+    shares[std::string(pieces[0])] = share;
+  }
+  return shares;
+}
+
+absl::StatusOr<uint64_t> Leases::Request(LeaseSpec spec, const Fleet& fleet, absl::Time now) {
+  if (spec.shapes.empty()) return absl::InvalidArgumentError("a lease must ask for a slice");
+  if (static_cast<int64_t>(spec.shapes.size()) > limits::kLeaseSlicesMax ||
+      static_cast<int64_t>(spec.preferred.size()) > limits::kLeaseSlicesMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a lease may ask for at most ", limits::kLeaseSlicesMax, " slices"));
+  }
+  if (static_cast<int64_t>(spec.owner.size()) > limits::kNameBytesMax ||
+      static_cast<int64_t>(spec.tenant.size()) > limits::kNameBytesMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("owner and tenant names are at most ", limits::kNameBytesMax, " bytes"));
+  }
+  // Could the fleet, empty and healthy, hold it? Each shape needs its own slice.
+  std::set<int> used;
+  for (const SliceShape& shape : spec.shapes) {
+    bool found = false;
+    for (const SliceStatus& slice : fleet.slices()) {
+      if (!used.count(slice.slice_index()) && Matches(shape, slice)) {
+        used.insert(slice.slice_index());
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      std::vector<std::string> wanted;
+      for (const SliceShape& s : spec.shapes) wanted.push_back(SliceShapeString(s));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the fleet has no room for ", absl::StrJoin(wanted, ","), " even when empty: it has ",
+          fleet.slices_size(), " slices, and not enough of them match (a slice matches ",
+          "when all its devices are of the kind and it has exactly that many)"));
+    }
+  }
+  const uint64_t id = next_id_++;
+  Lease& lease = leases_[id];
+  lease.spec = std::move(spec);
+  lease.arrival = id;
+  lease.since = now;
+  ++version_;
+  return id;
+}
+
+void Leases::Release(uint64_t id) {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return;
+  for (int slice : it->second.slices) {
+    auto holder = holders_.find(slice);
+    if (holder != holders_.end() && holder->second == id) holders_.erase(holder);
+  }
+  leases_.erase(it);
+  ++version_;
+}
+
+double Leases::Share(const std::string& tenant) const {
+  auto it = options_.tenant_shares.find(tenant);
+  return it == options_.tenant_shares.end() ? 1.0 : it->second;
+}
+
+std::vector<uint64_t> Leases::Order() const {
+  std::map<std::string, int> held;  // slices by tenant
+  std::vector<uint64_t> queued;
+  for (const auto& [id, lease] : leases_) {
+    if (!lease.slices.empty() || !lease.revoked.empty()) {
+      held[lease.spec.tenant] += static_cast<int>(lease.slices.size());
+    } else {
+      queued.push_back(id);  // ids grow with arrival
+    }
+  }
+  // Each step takes the earliest request of the tenant furthest below its share, and
+  // counts what it would hold once placed.
+  std::vector<uint64_t> order;
+  while (!queued.empty()) {
+    auto best = queued.begin();
+    for (auto it = queued.begin(); it != queued.end(); ++it) {
+      const Lease& a = leases_.at(*it);
+      const Lease& b = leases_.at(*best);
+      const double usage_a = held[a.spec.tenant] / Share(a.spec.tenant);
+      const double usage_b = held[b.spec.tenant] / Share(b.spec.tenant);
+      if (std::tie(usage_a, a.arrival) < std::tie(usage_b, b.arrival)) best = it;
+    }
+    const Lease& chosen = leases_.at(*best);
+    held[chosen.spec.tenant] += static_cast<int>(chosen.spec.shapes.size());
+    order.push_back(*best);
+    queued.erase(best);
+  }
+  return order;
+}
+
+std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& fleet) const {
+  std::vector<const SliceStatus*> free;  // preferred slices first, then by index
+  for (const SliceStatus& slice : fleet.slices()) {
+    if (slice.healthy() && !holders_.count(slice.slice_index())) free.push_back(&slice);
+  }
+  auto preferred = [&](const SliceStatus* slice) {
+    return std::find(spec.preferred.begin(), spec.preferred.end(), slice->slice_index()) !=
+           spec.preferred.end();
+  };
+  std::stable_sort(free.begin(), free.end(), [&](const SliceStatus* a, const SliceStatus* b) {
+    return std::make_tuple(!preferred(a), a->slice_index()) <
+           std::make_tuple(!preferred(b), b->slice_index());
+  });
+  std::vector<int> slices;
+  std::set<int> taken;
+  for (const SliceShape& shape : spec.shapes) {
+    bool found = false;
+    for (const SliceStatus* slice : free) {
+      if (!taken.count(slice->slice_index()) && Matches(shape, *slice)) {
+        taken.insert(slice->slice_index());
+        slices.push_back(slice->slice_index());
+        found = true;
+        break;
+      }
+    }
+    if (!found) return std::nullopt;
+  }
+  return slices;
+}
+
+std::vector<uint64_t> Leases::Place(const Fleet& fleet, absl::Time now) {
+  std::vector<uint64_t> placed;
+  for (uint64_t id : Order()) {
+    Lease& lease = leases_.at(id);
+    std::optional<std::vector<int>> slices = Fit(lease.spec, fleet);
+    if (!slices.has_value()) break;  // the head waits; nothing overtakes it
+    lease.slices = *std::move(slices);
+    lease.since = now;
+    for (int slice : lease.slices) holders_[slice] = id;
+    placed.push_back(id);
+    ++version_;
+  }
+  return placed;
+}
+
+std::vector<uint64_t> Leases::Sweep(absl::Time now) {
+  std::vector<uint64_t> revoked;
+  if (options_.max_hold <= absl::ZeroDuration()) return revoked;
+  const bool someone_waits = std::any_of(leases_.begin(), leases_.end(), [](const auto& entry) {
+    return entry.second.slices.empty() && entry.second.revoked.empty();
+  });
+  if (!someone_waits) return revoked;
+  for (auto& [id, lease] : leases_) {
+    if (lease.slices.empty() || !lease.revoked.empty()) continue;
+    if (now - lease.since < options_.max_hold) continue;
+    lease.revoked = absl::StrCat("the lease on slices ", absl::StrJoin(lease.slices, ","),
+                                 " was held for ", absl::FormatDuration(now - lease.since),
+                                 " while others waited; the pool's limit is ",
+                                 absl::FormatDuration(options_.max_hold), " (--lease_max_hold)");
+    for (int slice : lease.slices) holders_.erase(slice);
+    lease.slices.clear();
+    revoked.push_back(id);
+    ++version_;
+  }
+  return revoked;
+}
+
+std::optional<Leases::State> Leases::Get(uint64_t id) const {
+  auto it = leases_.find(id);
+  if (it == leases_.end()) return std::nullopt;
+  State state;
+  state.slices = it->second.slices;
+  state.revoked = it->second.revoked;
+  if (state.slices.empty() && state.revoked.empty()) {
+    const std::vector<uint64_t> order = Order();
+    state.queue_position =
+        static_cast<int>(std::find(order.begin(), order.end(), id) - order.begin()) + 1;
+  }
+  return state;
+}
+
+LeaseTable Leases::Snapshot(absl::Time now) const {
+  LeaseTable table;
+  auto fill = [&](uint64_t id, const Lease& lease, LeaseInfo* info) {
+    info->set_lease_id(id);
+    info->set_owner(lease.spec.owner);
+    info->set_tenant(lease.spec.tenant);
+    for (const SliceShape& shape : lease.spec.shapes) {
+      LeaseShape* wire = info->add_slices();
+      wire->set_kind(shape.kind);
+      wire->set_devices(shape.devices);
+    }
+    for (int slice : lease.slices) info->add_slice_indices(slice);
+    info->set_age_ms(absl::ToInt64Milliseconds(now - lease.since));
+  };
+  for (const auto& [id, lease] : leases_) {
+    if (!lease.slices.empty()) fill(id, lease, table.add_held());
+  }
+  for (uint64_t id : Order()) fill(id, leases_.at(id), table.add_queued());
+  return table;
+}
+
+}  // namespace switchyard::rm

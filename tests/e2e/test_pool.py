@@ -1,0 +1,255 @@
+"""A shared pool: a proxy started with --virtual_slices leases each session slices from
+the RM, queues sessions while the pool is full, and gives the slices back when a session
+ends. Real client processes (`JAX_PLATFORMS=proxy`) against rm + 4 one-device workers
+(4 slices) + a proxy."""
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from conftest import fleet, free_port
+
+# A client that holds its session open and takes commands on stdin: `compute` runs a
+# program and prints its result, `quit` closes the session and exits.
+HOLDER = textwrap.dedent("""
+    import json, sys
+    import switchyard
+    switchyard.initialize()
+    import jax, jax.numpy as jnp, numpy as np
+    devices = jax.devices()
+    print("DEVICES", json.dumps([d.slice_index for d in devices]), flush=True)
+    for line in sys.stdin:
+        if line.strip() == "compute":
+            try:
+                x = jax.device_put(jnp.arange(8.0), devices[0])
+                ok = np.allclose(np.asarray(x * 3 + 1), np.arange(8.0) * 3 + 1)
+                print("RESULT", "ok" if ok else "wrong", flush=True)
+            except Exception as e:  # the reason goes to the test
+                print("RESULT", "error:", str(e).replace("\\n", " "), flush=True)
+        elif line.strip() == "quit":
+            break
+    switchyard.shutdown()
+    print("CLOSED", flush=True)
+""")
+
+
+class Client:
+    def __init__(self, target: str, virtual_slices: str | None = None):
+        env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target}
+        env.pop("SWITCHYARD_TOKEN", None)
+        env.pop("SWITCHYARD_VIRTUAL_SLICES", None)
+        if virtual_slices is not None:
+            env["SWITCHYARD_VIRTUAL_SLICES"] = virtual_slices
+        self.proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, text=True,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def line(self, prefix: str, timeout: float = 60) -> str:
+        """The next output line starting with `prefix` (other lines are logs)."""
+        deadline = time.monotonic() + timeout
+        seen = []
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            if line.startswith(prefix):
+                return line[len(prefix):].strip()
+        raise AssertionError(f"no {prefix!r} line; the client printed:\n" + "".join(seen))
+
+    def devices(self, timeout: float = 60) -> list[int]:
+        return json.loads(self.line("DEVICES", timeout))
+
+    def compute(self) -> str:
+        self.proc.stdin.write("compute\n")
+        self.proc.stdin.flush()
+        return self.line("RESULT")
+
+    def quit(self):
+        self.proc.stdin.write("quit\n")
+        self.proc.stdin.flush()
+        self.line("CLOSED")
+        self.proc.wait(timeout=30)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def clients():
+    started: list[Client] = []
+
+    def _start(target, virtual_slices=None) -> Client:
+        client = Client(target, virtual_slices)
+        started.append(client)
+        return client
+
+    yield _start
+    for client in started:
+        client.kill()
+
+
+def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1"):
+    rm_port = free_port()
+    rm = spawn("rm", f"--server_port={rm_port}", *rm_flags)
+    rm.wait_for("resource manager listening")
+    rm.address = f"127.0.0.1:{rm_port}"
+    for index in range(slices):
+        worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                       f"--slice_index={index}", f"--pjrt_plugin={plugin}",
+                       "--cpu_device_count=1")
+        worker.wait_for("registered with the resource manager")
+    port = free_port()
+    proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
+                  f"--virtual_slices={virtual_slices}")
+    proxy.wait_for("IFRT proxy server started with status OK")
+    proxy.target = f"grpc://127.0.0.1:{port}"
+    proxy.rm = rm
+    return proxy
+
+
+@pytest.fixture
+def pool(spawn, plugin):
+    return start_pool(spawn, plugin, 4)
+
+
+def leases(proxy) -> dict:
+    return fleet(proxy.rm.address)["leases"]
+
+
+def wait_until(predicate, timeout=30, what="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"no {what} within {timeout}s")
+
+
+def test_a_fifth_session_waits_in_the_queue_and_is_placed_when_a_lease_ends(pool, clients):
+    holders = [clients(pool.target) for _ in range(4)]
+    placed = [holder.devices() for holder in holders]
+    # Each session sees one slice, its own.
+    assert sorted(slices[0] for slices in placed) == [0, 1, 2, 3], placed
+    assert all(len(slices) == 1 for slices in placed)
+    assert pool.output.count("unplaced -> placed") == 4
+
+    fifth = clients(pool.target)
+    pool.wait_for("waiting for 1 slices in the pool's queue, position 1")
+    table = leases(pool)
+    assert len(table["held"]) == 4 and len(table["queued"]) == 1, table
+
+    holders[1].quit()
+    assert fifth.devices() == placed[1]
+    assert fifth.compute() == "ok"
+    for holder in (holders[0], holders[2], holders[3]):
+        assert holder.compute() == "ok"
+    wait_until(lambda: not leases(pool)["queued"], what="an empty queue")
+
+
+def test_a_client_killed_while_queued_leaves_the_queue(pool, clients):
+    holders = [clients(pool.target) for _ in range(4)]
+    for holder in holders:
+        holder.devices()
+    waiting = clients(pool.target)
+    pool.wait_for("position 1")
+    waiting.kill()
+    wait_until(lambda: not leases(pool)["queued"], what="the dead client's request to leave")
+    holders[0].quit()
+    wait_until(lambda: len(leases(pool)["held"]) == 3, what="the lease to end")
+
+
+def test_a_notebook_that_reconnects_leaves_the_other_sessions_alone(pool, clients, tmp_path):
+    other = clients(pool.target)
+    other.devices()
+    notebook = textwrap.dedent("""
+        import switchyard, jax, jax.numpy as jnp, numpy as np
+        switchyard.initialize()
+        for round in range(3):
+            x = jnp.arange(4.0) + round
+            assert np.allclose(np.asarray(x * 2), (np.arange(4.0) + round) * 2)
+            print("ROUND", round, [d.slice_index for d in jax.devices()], flush=True)
+            switchyard.shutdown()  # the notebook disconnects; the next cell connects again
+    """)
+    env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": pool.target}
+    env.pop("SWITCHYARD_VIRTUAL_SLICES", None)
+    result = subprocess.run([sys.executable, "-c", notebook], env=env, capture_output=True,
+                            text=True, timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count("ROUND") == 3, result.stdout
+    assert other.compute() == "ok"
+    wait_until(lambda: len(leases(pool)["held"]) == 1, what="the notebook's leases to end")
+    assert pool.output.count("unplaced -> placed") == 4  # the other's, and one a round
+
+
+def test_a_session_may_ask_for_other_slices(pool, clients):
+    two = clients(pool.target, virtual_slices="cpu:1,cpu:1")
+    assert len(two.devices()) == 2
+    assert two.compute() == "ok"
+    table = leases(pool)
+    assert [len(lease["slice_indices"]) for lease in table["held"]] == [2]
+
+
+@pytest.mark.parametrize("asked, reason", [
+    ("cpu:1,cpu:1,cpu:1,cpu:1,cpu:1", "no room for"),
+    ("cpu:2", "no room for"),
+    ("h200:1", "no room for"),
+    ("cpu", "is not GENERATION:TOPOLOGY"),
+])
+def test_a_session_asking_for_what_the_pool_cannot_hold_is_refused(pool, asked, reason):
+    env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": pool.target,
+           "SWITCHYARD_VIRTUAL_SLICES": asked}
+    code = "import switchyard; switchyard.initialize(connection_timeout_s=5); import jax; jax.devices()"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode != 0
+    assert reason in result.stderr, result.stderr[-3000:]
+    assert not leases(pool)["held"] and not leases(pool)["queued"]
+
+
+def test_a_lease_held_too_long_is_taken_back_while_another_waits(spawn, plugin, clients):
+    pool = start_pool(spawn, plugin, 1, "--lease_max_hold=3s")
+    first = clients(pool.target)
+    assert first.devices() == [0]
+    time.sleep(4)  # past the limit, but nobody waits: the lease stays
+    assert first.compute() == "ok"
+    second = clients(pool.target)
+    assert second.devices(timeout=30) == [0]
+    pool.rm.wait_for("--lease_max_hold")
+    error = first.compute()
+    assert error.startswith("error:") and "--lease_max_hold" in error, error
+    assert second.compute() == "ok"
+
+
+def test_status_shows_leases_and_the_queue(pool, clients):
+    holders = [clients(pool.target) for _ in range(4)]
+    for holder in holders:
+        holder.devices()
+    clients(pool.target)
+    pool.wait_for("position 1")
+    import switchyard
+
+    out = subprocess.run([switchyard.find_binary(), "status",
+                          f"--resource_manager_address={pool.rm.address}"],
+                         capture_output=True, text=True, timeout=30, check=True).stdout
+    assert "4 leases held, 1 queued" in out, out
+    assert "queued#1" in out and "proxy session" in out, out
