@@ -2,6 +2,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/serve.h"
@@ -29,6 +30,10 @@ ABSL_FLAG(std::string, virtual_slices, "",
           "them. A client may ask for others in its initialization data. Empty: every session "
           "sees the whole fleet and leases nothing");
 
+ABSL_FLAG(absl::Duration, session_idle_timeout, absl::ZeroDuration(),
+          "proxy: a session of the pool (--virtual_slices) with nothing in flight that sends no "
+          "request for this long (e.g. 30m) gives its slices back and ends; 0: never");
+
 namespace switchyard::cli {
 
 int RunProxy() {
@@ -45,6 +50,7 @@ int RunProxy() {
   options.session_max_arrays = absl::GetFlag(FLAGS_session_max_arrays);
   options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
   options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
+  options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
   // Pathways' wording: deployment scripts and readiness checks wait for this line.

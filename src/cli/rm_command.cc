@@ -25,6 +25,10 @@ ABSL_FLAG(std::string, tenant_shares, "",
           "rm: the shared pool's shares, TENANT:SHARE,... (alice:1,bob:2): the next session "
           "placed is the earliest of the tenant holding the fewest slices per share (empty: "
           "first come, first served; an unlisted tenant has share 1)");
+ABSL_FLAG(std::string, tenant_priorities, "",
+          "rm: TENANT:PRIORITY,... (prod:10,dev:0): a waiting session of a higher priority takes "
+          "the slices it needs from sessions of lower ones, whose clients get UNAVAILABLE with "
+          "the reason (unlisted: 0)");
 ABSL_FLAG(absl::Duration, lease_max_hold, absl::ZeroDuration(),
           "rm: a session holding its slices this long (e.g. 2h) while another waits loses them "
           "(its client gets UNAVAILABLE with the reason); 0: never");
@@ -49,6 +53,7 @@ int RunResourceManager() {
   options.instance_count = absl::GetFlag(FLAGS_instance_count);
   options.instance_type = absl::GetFlag(FLAGS_instance_type);
   options.tenant_shares = absl::GetFlag(FLAGS_tenant_shares);
+  options.tenant_priorities = absl::GetFlag(FLAGS_tenant_priorities);
   options.lease_max_hold = absl::GetFlag(FLAGS_lease_max_hold);
   WarnIfCacheLocationUnusable();
   return ServeUntilSignal(rm::ResourceManagerServer::Start(options));

@@ -39,7 +39,9 @@ ABSL_DECLARE_FLAG(std::string, tokens_file);
 ABSL_DECLARE_FLAG(int64_t, session_max_arrays);
 ABSL_DECLARE_FLAG(int64_t, session_max_host_buffer_bytes);
 ABSL_DECLARE_FLAG(std::string, virtual_slices);
+ABSL_DECLARE_FLAG(absl::Duration, session_idle_timeout);
 ABSL_DECLARE_FLAG(std::string, tenant_shares);
+ABSL_DECLARE_FLAG(std::string, tenant_priorities);
 ABSL_DECLARE_FLAG(absl::Duration, lease_max_hold);
 
 namespace switchyard::cli {
@@ -315,6 +317,7 @@ int RunUp(const char* argv0) {
       with_shared({"rm", absl::StrCat("--server_port=", rm_port),
                    absl::StrCat("--listen_host=", host), absl::StrCat("--state_file=", state_file),
                    absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
+                   absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
                    absl::StrCat("--lease_max_hold=",
                                 absl::FormatDuration(absl::GetFlag(FLAGS_lease_max_hold)))}));
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
@@ -348,7 +351,9 @@ int RunUp(const char* argv0) {
                    absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
                    absl::StrCat("--session_max_host_buffer_bytes=",
                                 absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
-                   absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices))}));
+                   absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
+                   absl::StrCat("--session_idle_timeout=",
+                                absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout)))}));
   if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));

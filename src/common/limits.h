@@ -32,6 +32,9 @@ inline constexpr int64_t kHostsMax = 1 << 14;           // registered hosts in a
 inline constexpr int64_t kDeviceIdsMax = (int64_t{1} << 31) - 1;
 inline constexpr int64_t kNameBytesMax = 1 << 10;  // addresses, host names, boot ids
 inline constexpr int64_t kFleetWatchersMax = 256;  // open WatchFleet streams
+// A session whose lease is lost (taken back, idle) answers requests with the reason for
+// this long, then ends, freeing what it holds for the slices' next holder.
+inline constexpr int64_t kLostLeaseGraceMs = 10 * 1000;
 // Leases open at once, queued or placed: each holds an RM thread (a Lease stream).
 inline constexpr int64_t kLeasesMax = 256;
 // Slices one lease may ask for.

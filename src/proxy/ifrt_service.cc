@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -57,6 +60,41 @@ grpc::Status Refuse(grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* s
 constexpr char kVirtualSlicesAttribute[] = "switchyard_virtual_slices";
 
 }  // namespace
+
+IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
+    : fleet_(fleet), options_(std::move(options)) {
+  if (options_.session_idle_timeout > absl::ZeroDuration()) {
+    reaper_ = std::thread([this] {
+      NameThisThread("sy-idle-reaper");
+      const absl::Duration period = std::min(absl::Seconds(1), options_.session_idle_timeout / 4);
+      while (!stop_.WaitForNotificationWithTimeout(period)) ReapIdle();
+    });
+  }
+}
+
+IfrtService::~IfrtService() {
+  stop_.Notify();
+  if (reaper_.joinable()) reaper_.join();
+}
+
+void IfrtService::ReapIdle() {
+  std::vector<std::pair<std::shared_ptr<SliceLease>, absl::Duration>> idle;
+  const absl::Time now = absl::Now();
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [id, session] : sessions_) {
+      if (session.lease == nullptr) continue;
+      const absl::Duration idle_for = session.activity->IdleFor(now);
+      if (idle_for >= options_.session_idle_timeout) idle.emplace_back(session.lease, idle_for);
+    }
+  }
+  for (const auto& [lease, idle_for] : idle) {
+    lease->Lose(absl::StrCat("idle for ",
+                             absl::FormatDuration(absl::Trunc(idle_for, absl::Seconds(1))),
+                             "; its slices went back to the pool (--session_idle_timeout=",
+                             absl::FormatDuration(options_.session_idle_timeout), ")"));
+  }
+}
 
 grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
                                      const w::GrpcGetVersionRequest* request,
@@ -136,9 +174,14 @@ grpc::Status IfrtService::IfrtSession(
                << version.protocol << ", SerDes " << version.serdes << ")";
   // A session of the shared pool waits for its slices before it answers Init: the
   // client sees its devices once they are placed.
-  std::unique_ptr<SliceLease> lease;
+  std::shared_ptr<SliceLease> lease;
+  auto activity = std::make_shared<SessionActivity>();
+  absl::Cleanup close_lease = [&lease] {
+    if (lease != nullptr) lease->Close();  // before `context` goes: on_lost uses it
+  };
   if (!shapes.empty()) {
-    lease = std::make_unique<SliceLease>(fleet_->rm_address(), policy.label, *tenant, shapes);
+    lease = std::make_shared<SliceLease>(fleet_->rm_address(), policy.label, *tenant, shapes,
+                                         [context] { context->TryCancel(); });
     absl::StatusOr<std::vector<int>> slices =
         lease->WaitPlaced([context] { return context->IsCancelled(); });
     if (!slices.ok()) {
@@ -146,6 +189,9 @@ grpc::Status IfrtService::IfrtSession(
       return Refuse(stream, slices.status());
     }
     policy.slices.emplace(slices->begin(), slices->end());
+    absl::MutexLock lock(&mutex_);
+    sessions_[session_id].lease = lease;
+    sessions_[session_id].activity = activity;
   }
   int64_t requests = 0;
   absl::Status failed;  // set once the session has failed (--num_elastic_slices)
@@ -153,7 +199,10 @@ grpc::Status IfrtService::IfrtSession(
   {
     // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
-        [stream](const w::IfrtResponse& response) { return stream->Write(response); },
+        [stream, activity](const w::IfrtResponse& response) {
+          activity->Answered();
+          return stream->Write(response);
+        },
         [context] { context->TryCancel(); });
     const std::string label = policy.label;
     Session session(
@@ -162,6 +211,7 @@ grpc::Status IfrtService::IfrtSession(
     w::IfrtRequest request;
     while (stream->Read(&request)) {
       RecordWire("ifrt_request", request);
+      activity->Asked();
       ++requests;
       ++requests_;
       if (failed.ok()) failed = session.Health();

@@ -9,15 +9,20 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/random/random.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "common/slice_shape.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
+#include "proxy/slice_lease.h"
 #include "proxy/tenants.h"
 
 namespace switchyard::proxy {
@@ -30,12 +35,38 @@ struct IfrtServiceOptions {
   // Each session leases slices of these shapes (SliceLease) unless it asks for others;
   // empty: sessions that ask for none see the whole fleet.
   std::vector<SliceShape> virtual_slices;
+  // A session holding leased slices that has nothing in flight and sends no request for
+  // this long loses them (SliceLease::Lose) and then ends; zero: never.
+  absl::Duration session_idle_timeout = absl::ZeroDuration();
+};
+
+// Whether a session is idle: requests answered, none for a while. Thread-safe.
+class SessionActivity {
+ public:
+  void Asked() {
+    asked_.fetch_add(1);
+    last_ns_.store(absl::GetCurrentTimeNanos());
+  }
+  void Answered() {
+    answered_.fetch_add(1);
+    last_ns_.store(absl::GetCurrentTimeNanos());
+  }
+  // How long nothing happened; zero while a request is unanswered.
+  absl::Duration IdleFor(absl::Time now) const {
+    if (answered_.load() < asked_.load()) return absl::ZeroDuration();
+    return now - absl::FromUnixNanos(last_ns_.load());
+  }
+
+ private:
+  std::atomic<int64_t> asked_{0};
+  std::atomic<int64_t> answered_{0};
+  std::atomic<int64_t> last_ns_{absl::GetCurrentTimeNanos()};
 };
 
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
  public:
-  IfrtService(Fleet* fleet, IfrtServiceOptions options)
-      : fleet_(fleet), options_(std::move(options)) {}
+  IfrtService(Fleet* fleet, IfrtServiceOptions options);
+  ~IfrtService() override;
 
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const ::xla::ifrt::proxy::GrpcGetVersionRequest* request,
@@ -76,8 +107,12 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
 
   struct OpenSession {
     std::shared_ptr<proxy::HostBufferStore> store;
-    std::string peer_host;  // PeerHost of the client connection
+    std::string peer_host;              // PeerHost of the client connection
+    std::shared_ptr<SliceLease> lease;  // of the shared pool, once placed
+    std::shared_ptr<SessionActivity> activity;
   };
+  // Takes the slices back from sessions idle past --session_idle_timeout.
+  void ReapIdle() ABSL_LOCKS_EXCLUDED(mutex_);
 
   Fleet* fleet_;
   const IfrtServiceOptions options_;
@@ -89,6 +124,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   // Session ids are random: the host-buffer RPCs carry only an id and a handle.
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
   std::map<uint64_t, OpenSession> sessions_ ABSL_GUARDED_BY(mutex_);
+  absl::Notification stop_;
+  std::thread reaper_;
 };
 
 }  // namespace switchyard::proxy

@@ -86,6 +86,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   service_options.session_max_host_buffer_bytes = options.session_max_host_buffer_bytes;
   SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
                       ParseSliceShapes(options.virtual_slices, "--virtual_slices"));
+  service_options.session_idle_timeout = options.session_idle_timeout;
   if (!options.tokens_file.empty()) {
     SY_ASSIGN_OR_RETURN(service_options.tokens, TenantTokens::Load(options.tokens_file));
     SY_LOG(Info) << "sessions need a token of one of " << service_options.tokens.tenants()

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace switchyard::proxy {
 
@@ -32,6 +33,10 @@ struct ProxyOptions {
   // Empty: sessions see the whole fleet and lease nothing. Start() fails with
   // INVALID_ARGUMENT on a malformed list.
   std::string virtual_slices;
+  // A session of the pool that has nothing in flight and sends no request for this
+  // long loses its slices (its next request gets UNAVAILABLE with the reason) and
+  // ends; zero: never.
+  absl::Duration session_idle_timeout = absl::ZeroDuration();
 };
 
 class ProxyServer {

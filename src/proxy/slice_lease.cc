@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -20,9 +21,10 @@ constexpr absl::Duration kCancelCheckPeriod = absl::Milliseconds(200);
 }  // namespace
 
 SliceLease::SliceLease(const std::string& rm_address, std::string label, std::string tenant,
-                       std::vector<SliceShape> shapes)
+                       std::vector<SliceShape> shapes, std::function<void()> on_lost)
     : label_(std::move(label)),
       shapes_(std::move(shapes)),
+      on_lost_(std::move(on_lost)),
       rm_(ResourceManager::NewStub(CreateChannel(rm_address))) {
   request_.set_owner(absl::StrCat("proxy session ", label_));
   request_.set_tenant(std::move(tenant));
@@ -37,16 +39,41 @@ SliceLease::SliceLease(const std::string& rm_address, std::string label, std::st
   });
 }
 
-SliceLease::~SliceLease() {
-  stop_.Notify();
+SliceLease::~SliceLease() { Close(); }
+
+void SliceLease::Close() {
   {
     absl::MutexLock lock(&mutex_);
+    if (!stop_.HasBeenNotified()) stop_.Notify();
     if (call_ != nullptr) call_->TryCancel();
   }
-  thread_.join();
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+void SliceLease::Lose(const std::string& reason) {
+  absl::MutexLock lock(&mutex_);
+  if (slices_.empty() || !lost_.ok() || stop_.HasBeenNotified()) return;
+  lost_ = absl::UnavailableError(reason);
+  SY_LOG(Warning) << "session " << label_ << ": " << reason;
+  if (call_ != nullptr) call_->TryCancel();
 }
 
 void SliceLease::Run() {
+  RunLease();
+  bool lost;
+  {
+    absl::MutexLock lock(&mutex_);
+    lost = !lost_.ok();
+  }
+  // The session may still answer a request with the reason; then it ends, and what it
+  // holds on the workers is freed for the slices' next holder.
+  if (lost &&
+      !stop_.WaitForNotificationWithTimeout(absl::Milliseconds(limits::kLostLeaseGraceMs))) {
+    on_lost_();
+  }
+}
+
+void SliceLease::RunLease() {
   bool warned = false;
   while (!stop_.HasBeenNotified()) {
     auto call = std::make_shared<grpc::ClientContext>();
@@ -85,6 +112,8 @@ void SliceLease::Run() {
         lost_ = absl::UnavailableError(
             absl::StrCat("the session's slices ", absl::StrJoin(slices_, ","),
                          " went to another session while the resource manager was away"));
+        SY_LOG(Warning) << "session " << label_ << ": " << lost_.message();
+        call->TryCancel();  // the others it was given go back
       }
     }
     const absl::Status status = FromGrpcStatus(reader->Finish());

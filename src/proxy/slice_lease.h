@@ -4,8 +4,10 @@
 // is a stream to the RM that holds the slices while it stays open: destroying this
 // object, or the proxy dying, gives them back. If the stream breaks (the RM restarted)
 // the lease asks again for the same slices and keeps the session going meanwhile; if
-// the RM places it elsewhere, or takes it back, the lease is lost for good.
-// Thread-safe.
+// the RM places it elsewhere, or takes it back, or the proxy reclaims an idle session,
+// the lease is lost for good: the slices go back at once, and `on_lost` runs a grace
+// period later (the session ends then, freeing what it holds; a request in between is
+// answered with the reason). Thread-safe.
 
 #include <functional>
 #include <memory>
@@ -25,8 +27,11 @@ class SliceLease {
  public:
   // Asks at once. `label` names the session in logs.
   SliceLease(const std::string& rm_address, std::string label, std::string tenant,
-             std::vector<SliceShape> shapes);
+             std::vector<SliceShape> shapes, std::function<void()> on_lost);
   ~SliceLease();
+  // Gives the slices back and stops; `on_lost` is not called after it returns.
+  // Idempotent; the destructor calls it.
+  void Close() ABSL_LOCKS_EXCLUDED(mutex_);
   SliceLease(const SliceLease&) = delete;
   SliceLease& operator=(const SliceLease&) = delete;
 
@@ -39,12 +44,16 @@ class SliceLease {
   // OK while the lease stands (also while the RM is away); UNAVAILABLE with the reason
   // once it is lost.
   absl::Status Held() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Ends a placed lease for `reason` (UNAVAILABLE) as if the RM had taken it back.
+  void Lose(const std::string& reason) ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   void Run();
+  void RunLease();
 
   const std::string label_;
   const std::vector<SliceShape> shapes_;
+  const std::function<void()> on_lost_;
   std::unique_ptr<ResourceManager::Stub> rm_;
   LeaseRequest request_;
   mutable absl::Mutex mutex_;

@@ -43,6 +43,23 @@ absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::strin
   return shares;
 }
 
+absl::StatusOr<std::map<std::string, int>> ParseTenantPriorities(const std::string& text) {
+  std::map<std::string, int> priorities;
+  if (text.empty()) return priorities;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    std::vector<absl::string_view> pieces = absl::StrSplit(part, absl::MaxSplits(':', 1));
+    int priority = 0;
+    if (pieces.size() != 2 || pieces[0].empty() || !absl::SimpleAtoi(pieces[1], &priority) ||
+        priority < -1000000 || priority > 1000000) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tenant_priorities: '", part,
+                       "' is not TENANT:PRIORITY with an integer priority (e.g. prod:10,dev:0)"));
+    }
+    priorities[std::string(pieces[0])] = priority;
+  }
+  return priorities;
+}
+
 absl::StatusOr<uint64_t> Leases::Request(LeaseSpec spec, const Fleet& fleet, absl::Time now) {
   if (spec.shapes.empty()) return absl::InvalidArgumentError("a lease must ask for a slice");
   if (static_cast<int64_t>(spec.shapes.size()) > limits::kLeaseSlicesMax ||
@@ -100,6 +117,11 @@ double Leases::Share(const std::string& tenant) const {
   return it == options_.tenant_shares.end() ? 1.0 : it->second;
 }
 
+int Leases::Priority(const std::string& tenant) const {
+  auto it = options_.tenant_priorities.find(tenant);
+  return it == options_.tenant_priorities.end() ? 0 : it->second;
+}
+
 std::vector<uint64_t> Leases::Order() const {
   std::map<std::string, int> held;  // slices by tenant
   std::vector<uint64_t> queued;
@@ -118,9 +140,13 @@ std::vector<uint64_t> Leases::Order() const {
     for (auto it = queued.begin(); it != queued.end(); ++it) {
       const Lease& a = leases_.at(*it);
       const Lease& b = leases_.at(*best);
+      const int priority_a = -Priority(a.spec.tenant);
+      const int priority_b = -Priority(b.spec.tenant);
       const double usage_a = held[a.spec.tenant] / Share(a.spec.tenant);
       const double usage_b = held[b.spec.tenant] / Share(b.spec.tenant);
-      if (std::tie(usage_a, a.arrival) < std::tie(usage_b, b.arrival)) best = it;
+      if (std::tie(priority_a, usage_a, a.arrival) < std::tie(priority_b, usage_b, b.arrival)) {
+        best = it;
+      }
     }
     const Lease& chosen = leases_.at(*best);
     held[chosen.spec.tenant] += static_cast<int>(chosen.spec.shapes.size());
@@ -130,10 +156,14 @@ std::vector<uint64_t> Leases::Order() const {
   return order;
 }
 
-std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& fleet) const {
+std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& fleet,
+                                            const std::set<uint64_t>& also_free) const {
   std::vector<const SliceStatus*> free;  // preferred slices first, then by index
   for (const SliceStatus& slice : fleet.slices()) {
-    if (slice.healthy() && !holders_.count(slice.slice_index())) free.push_back(&slice);
+    auto holder = holders_.find(slice.slice_index());
+    if (slice.healthy() && (holder == holders_.end() || also_free.count(holder->second))) {
+      free.push_back(&slice);
+    }
   }
   auto preferred = [&](const SliceStatus* slice) {
     return std::find(spec.preferred.begin(), spec.preferred.end(), slice->slice_index()) !=
@@ -160,12 +190,54 @@ std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& 
   return slices;
 }
 
+std::optional<std::set<uint64_t>> Leases::Victims(uint64_t id, const Fleet& fleet) const {
+  const int priority = Priority(leases_.at(id).spec.tenant);
+  std::vector<uint64_t> lower;  // preemption order: lowest priority, latest placed first
+  for (const auto& [other, lease] : leases_) {
+    if (!lease.slices.empty() && Priority(lease.spec.tenant) < priority) lower.push_back(other);
+  }
+  std::sort(lower.begin(), lower.end(), [&](uint64_t a, uint64_t b) {
+    const Lease& x = leases_.at(a);
+    const Lease& y = leases_.at(b);
+    return std::make_tuple(Priority(x.spec.tenant), -absl::ToUnixNanos(x.since)) <
+           std::make_tuple(Priority(y.spec.tenant), -absl::ToUnixNanos(y.since));
+  });
+  std::set<uint64_t> victims;
+  for (uint64_t other : lower) {
+    victims.insert(other);
+    std::optional<std::vector<int>> slices = Fit(leases_.at(id).spec, fleet, victims);
+    if (!slices.has_value()) continue;
+    // Only those whose slices it would take.
+    std::set<uint64_t> needed;
+    for (int slice : *slices) {
+      auto holder = holders_.find(slice);
+      if (holder != holders_.end()) needed.insert(holder->second);
+    }
+    return needed;
+  }
+  return std::nullopt;
+}
+
 std::vector<uint64_t> Leases::Place(const Fleet& fleet, absl::Time now) {
   std::vector<uint64_t> placed;
   for (uint64_t id : Order()) {
     Lease& lease = leases_.at(id);
     std::optional<std::vector<int>> slices = Fit(lease.spec, fleet);
-    if (!slices.has_value()) break;  // the head waits; nothing overtakes it
+    if (!slices.has_value()) {
+      std::optional<std::set<uint64_t>> victims = Victims(id, fleet);
+      if (!victims.has_value()) break;  // the head waits; nothing overtakes it
+      for (uint64_t victim : *victims) {
+        Lease& taken = leases_.at(victim);
+        taken.revoked = absl::StrCat("preempted by a session of tenant '", lease.spec.tenant,
+                                     "' (priority ", Priority(lease.spec.tenant), " > ",
+                                     Priority(taken.spec.tenant), ", --tenant_priorities)");
+        for (int slice : taken.slices) holders_.erase(slice);
+        taken.slices.clear();
+        ++version_;
+      }
+      slices = Fit(lease.spec, fleet);
+      if (!slices.has_value()) break;
+    }
     lease.slices = *std::move(slices);
     lease.since = now;
     for (int slice : lease.slices) holders_[slice] = id;

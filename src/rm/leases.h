@@ -11,8 +11,12 @@
 //   decides.
 // - Requests are placed in order, and a request that does not fit blocks those behind
 //   it, so a large request is never starved by small ones. The order is arrival (FIFO)
-//   unless tenants have shares: then the next request is the earliest one of the tenant
-//   holding the fewest slices per share (a tenant without a share has share 1).
+//   unless tenants have priorities or shares: higher priorities first, then the earliest
+//   request of the tenant holding the fewest slices per share (a tenant without a share
+//   has share 1, without a priority 0).
+// - A request that does not fit takes the slices it needs from leases of lower
+//   priority (the lowest, most recently placed first), and only if that makes it fit;
+//   those leases are taken back (`State::revoked` says by whom).
 // - A request that the whole fleet could not hold, empty, is refused at once
 //   (FAILED_PRECONDITION): it would wait forever and block the queue.
 // - With `max_hold`, a lease held that long while another request waits is taken back
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,11 +39,14 @@ namespace switchyard::rm {
 
 struct LeaseOptions {
   std::map<std::string, double> tenant_shares;     // tenant -> share (> 0)
+  std::map<std::string, int> tenant_priorities;    // tenant -> priority (higher wins)
   absl::Duration max_hold = absl::ZeroDuration();  // zero: a lease is never taken back
 };
 
 // Parses `--tenant_shares=alice:1,bob:2`. INVALID_ARGUMENT names what is wrong.
 absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::string& text);
+// Parses `--tenant_priorities=prod:10,dev:0` (integers). INVALID_ARGUMENT names what is wrong.
+absl::StatusOr<std::map<std::string, int>> ParseTenantPriorities(const std::string& text);
 
 struct LeaseSpec {
   std::string owner;
@@ -84,8 +92,14 @@ class Leases {
   // Queued ids in the order they would be placed now.
   std::vector<uint64_t> Order() const;
   double Share(const std::string& tenant) const;
-  // Free healthy slices for every shape of `spec`, or nullopt.
-  std::optional<std::vector<int>> Fit(const LeaseSpec& spec, const Fleet& fleet) const;
+  int Priority(const std::string& tenant) const;
+  // Free healthy slices for every shape of `spec` (counting those held by `also_free`
+  // as free), or nullopt.
+  std::optional<std::vector<int>> Fit(const LeaseSpec& spec, const Fleet& fleet,
+                                      const std::set<uint64_t>& also_free = {}) const;
+  // Leases of lower priority than `id` whose slices would let it fit (nullopt: none
+  // would), the fewest in preemption order.
+  std::optional<std::set<uint64_t>> Victims(uint64_t id, const Fleet& fleet) const;
 
   LeaseOptions options_;
   std::map<uint64_t, Lease> leases_;

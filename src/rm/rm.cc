@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   SY_RETURN_IF_ERROR(ParseInstanceType(options.instance_type, &membership.expected));
   LeaseOptions leases;
   SY_ASSIGN_OR_RETURN(leases.tenant_shares, ParseTenantShares(options.tenant_shares));
+  SY_ASSIGN_OR_RETURN(leases.tenant_priorities, ParseTenantPriorities(options.tenant_priorities));
   leases.max_hold = options.lease_max_hold;
   auto service =
       std::make_unique<RmService>(clock, period, membership, std::move(leases), options.state_file);

@@ -31,6 +31,9 @@ struct RmOptions {
   // "alice:1,bob:2" orders the queue by slices held per share; empty: first come, first
   // served. Start() fails with INVALID_ARGUMENT on a malformed list.
   std::string tenant_shares;
+  // "prod:10,dev:0": a session of a higher priority takes the slices it needs from
+  // sessions of lower ones (their clients get UNAVAILABLE with the reason); unlisted: 0.
+  std::string tenant_priorities;
   // A lease held this long while another session waits is taken back; zero: never.
   absl::Duration lease_max_hold = absl::ZeroDuration();
 };

@@ -101,9 +101,7 @@ void RmService::SweepLoop() {
       before = membership_.version();
       died = membership_.Sweep(clock_->Now());
       after = membership_.version();
-      for (uint64_t id : leases_.Sweep(clock_->Now())) {
-        SY_LOG(Warning) << "lease " << id << ": " << leases_.Get(id)->revoked;
-      }
+      leases_.Sweep(clock_->Now());  // the holders' streams say why
       PlaceLeases();
     }
     for (const HostStatus& host : died) {
@@ -339,7 +337,10 @@ grpc::Status RmService::Lease(grpc::ServerContext* context, const LeaseRequest* 
       if (context->IsCancelled()) return grpc::Status::OK;
       std::optional<Leases::State> state = leases_.Get(id);
       if (!state.has_value()) return grpc::Status::OK;
-      if (!state->revoked.empty()) return ToGrpcStatus(absl::AbortedError(state->revoked));
+      if (!state->revoked.empty()) {
+        SY_LOG(Warning) << "lease " << id << " taken back: " << state->revoked;
+        return ToGrpcStatus(absl::AbortedError(state->revoked));
+      }
       event.set_lease_id(id);
       event.set_queue_position(state->queue_position);
       for (int slice : state->slices) event.add_slice_indices(slice);

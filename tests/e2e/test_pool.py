@@ -3,6 +3,7 @@ the RM, queues sessions while the pool is full, and gives the slices back when a
 ends. Real client processes (`JAX_PLATFORMS=proxy`) against rm + 4 one-device workers
 (4 slices) + a proxy."""
 
+import hashlib
 import json
 import os
 import queue
@@ -41,10 +42,12 @@ HOLDER = textwrap.dedent("""
 
 
 class Client:
-    def __init__(self, target: str, virtual_slices: str | None = None):
+    def __init__(self, target: str, virtual_slices: str | None = None, token: str | None = None):
         env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target}
         env.pop("SWITCHYARD_TOKEN", None)
         env.pop("SWITCHYARD_VIRTUAL_SLICES", None)
+        if token is not None:
+            env["SWITCHYARD_TOKEN"] = token
         if virtual_slices is not None:
             env["SWITCHYARD_VIRTUAL_SLICES"] = virtual_slices
         self.proc = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, text=True,
@@ -98,8 +101,8 @@ class Client:
 def clients():
     started: list[Client] = []
 
-    def _start(target, virtual_slices=None) -> Client:
-        client = Client(target, virtual_slices)
+    def _start(target, virtual_slices=None, token=None) -> Client:
+        client = Client(target, virtual_slices, token)
         started.append(client)
         return client
 
@@ -108,7 +111,8 @@ def clients():
         client.kill()
 
 
-def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1"):
+def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1",
+               proxy_flags=()):
     rm_port = free_port()
     rm = spawn("rm", f"--server_port={rm_port}", *rm_flags)
     rm.wait_for("resource manager listening")
@@ -120,7 +124,7 @@ def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1
         worker.wait_for("registered with the resource manager")
     port = free_port()
     proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
-                  f"--virtual_slices={virtual_slices}")
+                  f"--virtual_slices={virtual_slices}", *proxy_flags)
     proxy.wait_for("IFRT proxy server started with status OK")
     proxy.target = f"grpc://127.0.0.1:{port}"
     proxy.rm = rm
@@ -238,6 +242,37 @@ def test_a_lease_held_too_long_is_taken_back_while_another_waits(spawn, plugin, 
     error = first.compute()
     assert error.startswith("error:") and "--lease_max_hold" in error, error
     assert second.compute() == "ok"
+
+
+def test_a_higher_priority_preempts_a_lower_one(spawn, plugin, clients, tmp_path):
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{tenant} sha256:{hashlib.sha256(tenant.encode()).hexdigest()}\n"
+                              for tenant in ("dev", "prod")))
+    pool = start_pool(spawn, plugin, 1, "--tenant_priorities=prod:10",
+                      proxy_flags=(f"--tokens_file={tokens}",))
+    dev = clients(pool.target, token="dev")
+    assert dev.devices() == [0]
+    assert dev.compute() == "ok"
+    prod = clients(pool.target, token="prod")
+    assert prod.devices(timeout=30) == [0]
+    assert prod.compute() == "ok"
+    error = dev.compute()
+    assert error.startswith("error:") and "preempted by a session of tenant 'prod'" in error, error
+    # A grace period later the preempted session ends, and its lease is gone.
+    pool.wait_for("session 1 (dev) ended", timeout=30)
+    assert [lease["tenant"] for lease in leases(pool)["held"]] == ["prod"]
+
+
+def test_an_idle_session_gives_its_slices_back(spawn, plugin, clients):
+    pool = start_pool(spawn, plugin, 1, proxy_flags=("--session_idle_timeout=2s",))
+    idle = clients(pool.target)
+    assert idle.devices() == [0]
+    waiting = clients(pool.target)
+    assert waiting.devices(timeout=30) == [0]
+    assert waiting.compute() == "ok"
+    pool.wait_for("--session_idle_timeout=2s")
+    error = idle.compute()
+    assert error.startswith("error:") and "idle for" in error, error
 
 
 def test_status_shows_leases_and_the_queue(pool, clients):

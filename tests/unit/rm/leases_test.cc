@@ -141,6 +141,52 @@ TEST_F(LeasesTest, AMaximumHoldTakesALeaseBackOnlyWhileOthersWait) {
   EXPECT_EQ(Slices(second), std::vector<int>{0});
 }
 
+TEST_F(LeasesTest, AHigherPriorityTakesTheSlicesItNeedsFromTheLowest) {
+  leases_ = Leases(LeaseOptions{.tenant_priorities = {{"prod", 10}, {"research", 5}}});
+  const uint64_t dev1 = Queue(Ask("dev"));
+  const uint64_t research = Queue(Ask("research"));
+  const uint64_t dev2 = Queue(Ask("dev"));
+  const uint64_t dev3 = Queue(Ask("dev"));
+  now_ += absl::Seconds(1);
+  leases_.Place(fleet_, now_);
+  ASSERT_EQ(leases_.Snapshot(now_).held_size(), 4);
+  // Another dev session waits: same priority, nobody is preempted.
+  const uint64_t dev4 = Queue(Ask("dev"));
+  EXPECT_TRUE(leases_.Place(fleet_, now_).empty());
+  // prod needs two slices: it takes them from dev, not research, and it goes before dev4.
+  const uint64_t prod = Queue(Ask("prod", 2));
+  EXPECT_EQ(Position(prod), 1);
+  EXPECT_EQ(leases_.Place(fleet_, now_), std::vector<uint64_t>{prod});
+  EXPECT_EQ(Slices(prod).size(), 2u);
+  EXPECT_FALSE(Slices(research).empty());
+  int revoked = 0;
+  for (uint64_t id : {dev1, dev2, dev3}) {
+    const std::string why = leases_.Get(id)->revoked;
+    if (why.empty()) continue;
+    ++revoked;
+    EXPECT_NE(why.find("preempted by a session of tenant 'prod' (priority 10 > 0"),
+              std::string::npos)
+        << why;
+  }
+  EXPECT_EQ(revoked, 2);
+  EXPECT_EQ(Position(dev4), 1);
+  // Nothing of lower priority would make room for a second prod request of 4 slices
+  // (research's and prod's own cannot be taken): it waits.
+  const uint64_t prod2 = Queue(Ask("prod", 4));
+  EXPECT_TRUE(leases_.Place(fleet_, now_).empty());
+  EXPECT_EQ(Position(prod2), 1);
+}
+
+TEST(TenantPrioritiesTest, Parses) {
+  auto priorities = ParseTenantPriorities("prod:10,dev:-1");
+  SY_ASSERT_OK(priorities.status());
+  EXPECT_EQ(priorities->at("dev"), -1);
+  for (const char* bad : {"prod", "prod:1.5", ":1", "prod:x", "prod:99999999999"}) {
+    EXPECT_EQ(ParseTenantPriorities(bad).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
 TEST(TenantSharesTest, Parses) {
   auto shares = ParseTenantShares("alice:1,bob:2.5");
   SY_ASSERT_OK(shares.status());
