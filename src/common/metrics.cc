@@ -25,11 +25,23 @@ namespace {
 
 class HttpMetricsServer final : public MetricsServer {
  public:
-  HttpMetricsServer(std::function<std::string()> render) {
+  HttpMetricsServer(std::function<std::string()> render, std::vector<HttpPage> pages) {
     server_.Get("/metrics",
                 [render = std::move(render)](const httplib::Request&, httplib::Response& response) {
                   response.set_content(render(), "text/plain; version=0.0.4");
                 });
+    for (HttpPage& page : pages) {
+      const std::string path = page.path;  // before `page` moves into the handler
+      server_.Get(path,
+                  [page = std::move(page)](const httplib::Request&, httplib::Response& response) {
+                    response.set_content(page.render(), page.content_type);
+                    // Read-only pages of this process only: no other site may script them.
+                    response.set_header("X-Content-Type-Options", "nosniff");
+                    response.set_header("Content-Security-Policy",
+                                        "default-src 'self'; script-src 'self' 'unsafe-inline'; "
+                                        "style-src 'unsafe-inline'; frame-ancestors 'none'");
+                  });
+    }
   }
   ~HttpMetricsServer() override {
     server_.stop();
@@ -60,17 +72,19 @@ class HttpMetricsServer final : public MetricsServer {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
-    const std::string& host, int port, std::function<std::string()> render) {
-  auto server = std::make_unique<HttpMetricsServer>(std::move(render));
+    const std::string& host, int port, std::function<std::string()> render,
+    std::vector<HttpPage> pages) {
+  auto server = std::make_unique<HttpMetricsServer>(std::move(render), std::move(pages));
   absl::Status status = server->Listen(host, port);
   if (!status.ok()) return status;
   return server;
 }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::StartIfEnabled(
-    const std::string& host, int port, std::function<std::string()> render) {
+    const std::string& host, int port, std::function<std::string()> render,
+    std::vector<HttpPage> pages) {
   if (port < 0) return std::unique_ptr<MetricsServer>();
-  auto server = Start(host, port, std::move(render));
+  auto server = Start(host, port, std::move(render), std::move(pages));
   if (server.ok()) {
     SY_LOG(Info) << "metrics on http://" << host << ":" << (*server)->port() << "/metrics";
   }

@@ -1,11 +1,13 @@
 #pragma once
 
-// A Prometheus `/metrics` endpoint over HTTP, for the long-running processes. The
-// caller renders the text exposition; `MetricsText` helps write it.
+// A Prometheus `/metrics` endpoint over HTTP, for the long-running processes, and any
+// other read-only pages they serve beside it (the RM's dashboard). The caller renders
+// the text exposition; `MetricsText` helps write it.
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -23,15 +25,24 @@ class MetricsText {
   std::string last_name_;
 };
 
+// One more page: GET `path` answers `render()` as `content_type`.
+struct HttpPage {
+  std::string path;
+  std::string content_type;
+  std::function<std::string()> render;
+};
+
 class MetricsServer {
  public:
-  // Serves GET /metrics on host:port (0 picks a free port). UNAVAILABLE if the
-  // port cannot be bound.
+  // Serves GET /metrics, and `pages`, on host:port (0 picks a free port). UNAVAILABLE if
+  // the port cannot be bound.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
-                                                              std::function<std::string()> render);
+                                                              std::function<std::string()> render,
+                                                              std::vector<HttpPage> pages = {});
   // Like `Start`, but null when `port` is negative (metrics off); logs the address.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> StartIfEnabled(
-      const std::string& host, int port, std::function<std::string()> render);
+      const std::string& host, int port, std::function<std::string()> render,
+      std::vector<HttpPage> pages = {});
   virtual ~MetricsServer() = default;
   virtual int port() const = 0;
 };

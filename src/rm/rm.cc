@@ -6,6 +6,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/status_macros.h"
+#include "rm/dashboard.h"
 #include "rm/rm_service.h"
 
 namespace switchyard::rm {
@@ -20,8 +21,15 @@ class ResourceManagerImpl final : public ResourceManagerServer {
         server_(std::move(server)) {}
 
   absl::Status StartMetrics(const std::string& host, int port) {
-    SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(
-                                      host, port, [this] { return service_->RenderMetrics(); }));
+    std::vector<HttpPage> pages = {
+        {"/", "text/html; charset=utf-8", [] { return DashboardHtml(); }},
+        {"/api/status", "application/json", [this] { return service_->RenderStatusJson(); }}};
+    SY_ASSIGN_OR_RETURN(
+        metrics_, MetricsServer::StartIfEnabled(
+                      host, port, [this] { return service_->RenderMetrics(); }, std::move(pages)));
+    if (metrics_ != nullptr) {
+      SY_LOG(Info) << "dashboard on http://" << host << ":" << metrics_->port() << "/";
+    }
     return absl::OkStatus();
   }
   ~ResourceManagerImpl() override { Shutdown(); }

@@ -10,12 +10,16 @@
 #include "common/metrics.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
+#include "rm/dashboard.h"
 
 namespace switchyard::rm {
 namespace {
 
 // How long the RM waits for a worker whose place another registration claims.
 constexpr absl::Duration kHolderProbeTimeout = absl::Milliseconds(500);
+// The dashboard shows the load of at most this many hosts, each answering within this.
+constexpr size_t kDashboardHostsMax = 256;
+constexpr absl::Duration kDashboardStatsTimeout = absl::Milliseconds(300);
 
 }  // namespace
 
@@ -206,6 +210,58 @@ std::string RmService::RenderMetrics() {
       .Add("switchyard_rm_leases", "gauge", "Leases of the shared pool by state.",
            leases.queued_size(), "state=\"queued\"");
   return text.str();
+}
+
+std::string RmService::RenderStatusJson() {
+  Fleet fleet;
+  LeaseTable leases;
+  {
+    absl::MutexLock lock(&mutex_);
+    fleet = membership_.Snapshot(clock_->Now());
+    leases = leases_.Snapshot(clock_->Now());
+  }
+  // Every healthy host at once, each bounded: a host that hangs costs the page 300 ms.
+  struct Call {
+    std::string address;
+    grpc::ClientContext context;
+    WorkerStats stats;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<WorkerStats>> reader;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  grpc::CompletionQueue queue;
+  {
+    absl::MutexLock lock(&stubs_mutex_);
+    for (const SliceStatus& slice : fleet.slices()) {
+      for (const HostStatus& host : slice.hosts()) {
+        if (!host.healthy() || calls.size() >= kDashboardHostsMax) continue;
+        std::shared_ptr<Worker::Stub>& stub = stubs_[host.address()];
+        if (stub == nullptr) stub = Worker::NewStub(CreateChannel(host.address()));
+        auto call = std::make_unique<Call>();
+        call->address = host.address();
+        call->context.set_deadline(absl::ToChronoTime(absl::Now() + kDashboardStatsTimeout));
+        call->reader = stub->AsyncGetStats(&call->context, GetStatsRequest(), &queue);
+        call->reader->Finish(&call->stats, &call->status, call.get());
+        calls.push_back(std::move(call));
+      }
+    }
+    // Forgotten hosts' connections go.
+    if (stubs_.size() > static_cast<size_t>(limits::kHostsMax)) stubs_.clear();
+  }
+  std::map<std::string, WorkerStats> stats;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (!queue.Next(&tag, &ok)) break;
+    Call* call = static_cast<Call*>(tag);
+    if (ok && call->status.ok()) stats[call->address] = call->stats;
+  }
+  queue.Shutdown();
+  void* tag;
+  bool ok;
+  while (queue.Next(&tag, &ok)) {
+  }
+  return StatusJson(fleet, leases, stats);
 }
 
 grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatRequest* request,

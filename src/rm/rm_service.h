@@ -4,6 +4,8 @@
 // state file that lets a restarted RM keep every device id.
 
 #include <atomic>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -52,6 +54,9 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
   // The Prometheus text exposition of the fleet's state.
   std::string RenderMetrics() ABSL_LOCKS_EXCLUDED(mutex_);
+  // What the dashboard polls (rm/dashboard.h): the fleet, the leases, and the stats of
+  // the healthy hosts that answer within a short deadline.
+  std::string RenderStatusJson() ABSL_LOCKS_EXCLUDED(mutex_, stubs_mutex_);
 
  private:
   void SweepLoop();
@@ -81,6 +86,8 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   absl::Mutex save_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   std::string saved_ ABSL_GUARDED_BY(save_mutex_);  // what the file holds
   KvStore kv_;
+  absl::Mutex stubs_mutex_;  // the dashboard's connections to workers, by address
+  std::map<std::string, std::shared_ptr<Worker::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mutex_);
   absl::Notification stop_;
   std::thread sweeper_;
 };

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import textwrap
@@ -273,6 +274,23 @@ def test_an_idle_session_gives_its_slices_back(spawn, plugin, clients):
     pool.wait_for("--session_idle_timeout=2s")
     error = idle.compute()
     assert error.startswith("error:") and "idle for" in error, error
+
+
+def test_a_lease_outlives_an_rm_restart(spawn, plugin, clients, tmp_path):
+    state = tmp_path / "rm-state"
+    pool = start_pool(spawn, plugin, 2, f"--state_file={state}")
+    first = clients(pool.target)
+    slices = first.devices()
+    pool.rm.stop(signal.SIGKILL)
+    rm = spawn(*pool.rm.args)  # the same port and state file
+    rm.wait_for("resource manager listening")
+    assert first.compute() == "ok"  # the session goes on while its lease is asked again
+    wait_until(lambda: [lease["slice_indices"] for lease in fleet(pool.rm.address)["leases"]["held"]]
+               == [slices], what="the same slice leased again")
+    # The other slice is still free: a second session gets it at once.
+    second = clients(pool.target)
+    assert second.devices() != slices
+    assert first.compute() == "ok"
 
 
 def test_status_shows_leases_and_the_queue(pool, clients):
