@@ -258,7 +258,17 @@ def compile_time(jax, args):
     return {"compile_s": done - lowered_at, "lower_s": lowered_at - started}
 
 
-CASES = {"compile_time": compile_time, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
+def hold(jax, args):
+    """A session of a shared pool: READY once its slices are placed (its first
+    jax.devices() returns), then holds them until a line on stdin."""
+    jax.devices()
+    placed_at = time.time()
+    print("READY", flush=True)
+    sys.stdin.readline()
+    return {"placed_at": placed_at}
+
+
+CASES = {"compile_time": compile_time, "hold": hold, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
          "calibrate": calibrate, "client_load": client_load}
 
 

@@ -89,9 +89,21 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
-    parser.add_argument("--only", choices=["compile_cache"],
+    parser.add_argument("--only", choices=["compile_cache", "pool"],
                         help="run one section and write its own report")
     args = parser.parse_args()
+    if args.only == "pool":
+        r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+             "pool": pool(seconds=3 if args.quick else 6)}
+        out = pathlib.Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        report = "# Switchyard benchmarks: shared pool\n\n" + \
+            f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_pool(r)
+        (out / "pool.md").write_text(report)
+        (out / "pool.json").write_text(json.dumps(r, indent=1))
+        print(report)
+        return
     if args.only == "compile_cache":
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -187,6 +199,76 @@ def compile_cache(layers=80):
                                      gcs_scratch_location=scratch) as c:
             out["switchyard_restarted"] = case("proxy", "compile_time", *args, env=c.env())
     return out
+
+
+def pool(seconds):
+    """Four sessions of a 4-slice pool (--virtual_slices=cpu:1), each running chained
+    programs on the slice it leased, against one session alone on a cluster of one slice
+    (no leases) in the same run; then how long a fifth, queued session waits once a lease
+    ends, and what a lease adds to a session's start."""
+    ks = [1, 4, 16, 64, 256, 1024]
+    calib = case("local", "calibrate", "--ks", *ks)
+    k = min(ks, key=lambda k: abs(calib[str(k)] - 1e-3))  # ~1 ms programs
+    program_s = calib[str(k)]
+    out = {"program_s": program_s}
+
+    def start(cluster, case_name, *extra):
+        return subprocess.Popen([sys.executable, str(HERE / "cases.py"), "proxy", case_name,
+                                 *map(str, extra)], env={**os.environ, **cluster.env()},
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+
+    def start_s(cluster, n):
+        """Seconds from process start to READY for `n` sessions started together."""
+        t = time.time()
+        procs = [start(cluster, "hold") for _ in range(n)]
+        for p in procs:
+            assert p.stdout.readline().strip() == "READY"
+        took = time.time() - t
+        for p in procs:
+            p.communicate("go\n", timeout=60)
+        return took
+
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
+        out["alone_busy"] = multiclient(c, 1, k, seconds) * program_s / seconds
+        out["alone_start_s"] = start_s(c, 1)
+    with switchyard.LocalCluster(workers=4, devices_per_worker=1, virtual_slices="cpu:1") as c:
+        out["pool_start_s"] = start_s(c, 1)
+        out["pool_busy"] = multiclient(c, 4, k, seconds) * program_s / (4 * seconds)
+        holders = [start(c, "hold") for _ in range(4)]
+        for p in holders:
+            assert p.stdout.readline().strip() == "READY"
+        fifth = start(c, "hold")
+        time.sleep(2)  # queued by now
+        released = time.time()
+        holders[0].communicate("go\n", timeout=60)
+        assert fifth.stdout.readline().strip() == "READY"
+        placed = json.loads(fifth.communicate("go\n", timeout=60)[0].split("RESULT ", 1)[1])
+        out["queue_wait_s"] = placed["placed_at"] - released
+        for p in holders[1:]:
+            p.communicate("go\n", timeout=60)
+    return out
+
+
+def render_pool(r):
+    p = r["pool"]
+    return "\n".join([
+        "## Shared pool (--virtual_slices=cpu:1; programs of "
+        f"{p['program_s'] * 1e3:.2f} ms chained on one device)\n",
+        "Busy is the device time of the programs a client completed over the wall time "
+        "(from JAX's in-process CPU timing of the same program). On a machine with fewer "
+        "cores than the pool's slices, four workers share the cores, so four sessions "
+        "cannot each keep a device as busy as one session alone.\n",
+        "| measure | one session alone (1 slice, no lease) | 4 sessions of a 4-slice pool | "
+        "ratio |", "|---|---|---|---|",
+        f"| device busy, per session | {p['alone_busy']:.0%} | {p['pool_busy']:.0%} | "
+        f"{p['pool_busy'] / p['alone_busy']:.2f} |",
+        f"| session start to devices (s) | {p['alone_start_s']:.2f} | {p['pool_start_s']:.2f} "
+        f"| {p['pool_start_s'] / p['alone_start_s']:.2f} |",
+        "",
+        f"A fifth session, queued while four held the pool, was placed "
+        f"{p['queue_wait_s'] * 1e3:.0f} ms after one of them ended (the end of its process, "
+        "its stream, the RM's release and placement, and the fifth's Init answer).", ""])
 
 
 def render_compile_cache(r):

@@ -50,6 +50,15 @@ void PrintTable(const Fleet& fleet) {
   }
 }
 
+// Owners and tenants come from the network: no escape sequence reaches the terminal.
+std::string Printable(const std::string& text) {
+  std::string out = text.substr(0, 80);
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  return out;
+}
+
 std::string Shapes(const LeaseInfo& lease) {
   std::vector<std::string> shapes;
   for (const LeaseShape& shape : lease.slices()) {
@@ -67,9 +76,9 @@ void PrintLeases(const LeaseTable& leases) {
   auto row = [](const LeaseInfo& lease, const std::string& state) {
     std::printf("%-6llu %-8s %-12s %-14s %-10s %-8s %s\n",
                 static_cast<unsigned long long>(lease.lease_id()), state.c_str(),
-                lease.tenant().c_str(), Shapes(lease).c_str(),
+                Printable(lease.tenant()).c_str(), Printable(Shapes(lease)).c_str(),
                 absl::StrJoin(lease.slice_indices(), ",").c_str(),
-                absl::StrCat(lease.age_ms() / 1000, "s").c_str(), lease.owner().c_str());
+                absl::StrCat(lease.age_ms() / 1000, "s").c_str(), Printable(lease.owner()).c_str());
   };
   for (const LeaseInfo& lease : leases.held()) row(lease, "held");
   int position = 0;

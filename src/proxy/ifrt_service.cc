@@ -58,6 +58,8 @@ grpc::Status Refuse(grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* s
 // The attribute of a session's initialization data naming the slices it asks for
 // (GENERATION:TOPOLOGY,...), instead of the proxy's --virtual_slices.
 constexpr char kVirtualSlicesAttribute[] = "switchyard_virtual_slices";
+// How long a placed session waits for its slices to appear in the proxy's fleet view.
+constexpr absl::Duration kSliceViewWait = absl::Seconds(5);
 
 }  // namespace
 
@@ -75,6 +77,18 @@ IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
 IfrtService::~IfrtService() {
   stop_.Notify();
   if (reaper_.joinable()) reaper_.join();
+}
+
+void IfrtService::WaitForSlicesInView(const std::set<int>& slices) const {
+  // The RM may place a session on a slice that joined a moment ago, before this proxy's
+  // fleet watch has shown it: wait (briefly) so that Init lists its devices.
+  const absl::Time deadline = absl::Now() + kSliceViewWait;
+  while (absl::Now() < deadline) {
+    std::set<int> seen;
+    for (const DeviceEntry& entry : fleet_->Devices()) seen.insert(entry.info.slice_index());
+    if (std::includes(seen.begin(), seen.end(), slices.begin(), slices.end())) return;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
 }
 
 void IfrtService::ReapIdle() {
@@ -189,6 +203,8 @@ grpc::Status IfrtService::IfrtSession(
       return Refuse(stream, slices.status());
     }
     policy.slices.emplace(slices->begin(), slices->end());
+    WaitForSlicesInView(*policy.slices);
+    activity->Touch();
     absl::MutexLock lock(&mutex_);
     sessions_[session_id].lease = lease;
     sessions_[session_id].activity = activity;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -51,6 +52,8 @@ class SessionActivity {
     answered_.fetch_add(1);
     last_ns_.store(absl::GetCurrentTimeNanos());
   }
+  // Starts the idle clock now (a session placed after a long wait in the queue).
+  void Touch() { last_ns_.store(absl::GetCurrentTimeNanos()); }
   // How long nothing happened; zero while a request is unanswered.
   absl::Duration IdleFor(absl::Time now) const {
     if (answered_.load() < asked_.load()) return absl::ZeroDuration();
@@ -113,6 +116,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   };
   // Takes the slices back from sessions idle past --session_idle_timeout.
   void ReapIdle() ABSL_LOCKS_EXCLUDED(mutex_);
+  void WaitForSlicesInView(const std::set<int>& slices) const;
 
   Fleet* fleet_;
   const IfrtServiceOptions options_;

@@ -80,16 +80,25 @@ void SliceLease::RunLease() {
     LeaseRequest request = request_;
     {
       absl::MutexLock lock(&mutex_);
-      if (stop_.HasBeenNotified()) return;
+      if (stop_.HasBeenNotified() || !lost_.ok()) return;
       call_ = call;
-      // Asking again (the RM restarted): the same slices, which no one else can hold yet.
-      for (int slice : slices_) request.add_preferred_slices(slice);
+      if (!slices_.empty()) {
+        // Asking again after the stream broke: exactly the slices the session holds.
+        request.set_reclaim(true);
+        request.set_replaces_lease_id(lease_id_);
+        for (int slice : slices_) request.add_preferred_slices(slice);
+      }
     }
     auto reader = rm_->Lease(call.get(), request);
     LeaseEvent event;
     while (reader->Read(&event)) {
       warned = false;
       absl::MutexLock lock(&mutex_);
+      if (!lost_.ok()) {  // Lose() came between streams: give these back too
+        call->TryCancel();
+        continue;
+      }
+      lease_id_ = event.lease_id();
       if (event.slice_indices().empty()) {
         if (event.queue_position() != position_) {
           SY_LOG(Info) << "session " << label_ << ": waiting for " << shapes_.size()
@@ -99,6 +108,14 @@ void SliceLease::RunLease() {
         continue;
       }
       std::vector<int> slices(event.slice_indices().begin(), event.slice_indices().end());
+      if (slices.size() != shapes_.size() || (!slices_.empty() && slices != slices_)) {
+        lost_ = absl::UnavailableError(absl::StrCat(
+            "the resource manager placed the session on slices ", absl::StrJoin(slices, ","),
+            " for ", shapes_.size(), " asked, holding ", absl::StrJoin(slices_, ",")));
+        SY_LOG(Warning) << "session " << label_ << ": " << lost_.message();
+        call->TryCancel();
+        continue;
+      }
       if (slices_.empty()) {
         slices_ = slices;
         position_ = 0;
@@ -108,19 +125,13 @@ void SliceLease::RunLease() {
                        << SliceShapeString(shapes_[i]) << ") unplaced -> placed on slice "
                        << slices[i];
         }
-      } else if (slices != slices_ && lost_.ok()) {
-        lost_ = absl::UnavailableError(
-            absl::StrCat("the session's slices ", absl::StrJoin(slices_, ","),
-                         " went to another session while the resource manager was away"));
-        SY_LOG(Warning) << "session " << label_ << ": " << lost_.message();
-        call->TryCancel();  // the others it was given go back
       }
     }
     const absl::Status status = FromGrpcStatus(reader->Finish());
     {
       absl::MutexLock lock(&mutex_);
-      if (stop_.HasBeenNotified()) return;
-      if (absl::IsAborted(status)) {  // taken back: preempted, or held too long
+      if (stop_.HasBeenNotified() || !lost_.ok()) return;
+      if (absl::IsAborted(status)) {  // taken back: preempted, held too long, lost in a break
         lost_ = absl::UnavailableError(
             absl::StrCat("the pool took this session's slices back: ", status.message()));
         SY_LOG(Warning) << "session " << label_ << ": " << lost_.message();
@@ -131,7 +142,6 @@ void SliceLease::RunLease() {
         refused_ = status;  // the RM will not place it: asking again would not help
         return;
       }
-      if (!lost_.ok()) return;
     }
     if (!warned) {
       SY_LOG(Warning) << "session " << label_ << ": the lease stream to the resource manager "

@@ -9,6 +9,7 @@
 // period later (the session ends then, freeing what it holds; a request in between is
 // answered with the reason). Thread-safe.
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -58,6 +59,7 @@ class SliceLease {
   LeaseRequest request_;
   mutable absl::Mutex mutex_;
   std::vector<int> slices_ ABSL_GUARDED_BY(mutex_);  // empty until placed
+  uint64_t lease_id_ ABSL_GUARDED_BY(mutex_) = 0;    // the RM's name for it
   int position_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status refused_ ABSL_GUARDED_BY(mutex_);  // before placement
   absl::Status lost_ ABSL_GUARDED_BY(mutex_);     // after placement

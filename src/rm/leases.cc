@@ -60,6 +60,35 @@ absl::StatusOr<std::map<std::string, int>> ParseTenantPriorities(const std::stri
   return priorities;
 }
 
+bool Leases::CouldHold(const LeaseSpec& spec, const Fleet& fleet) {
+  std::set<int> used;  // each shape needs its own slice
+  for (const SliceShape& shape : spec.shapes) {
+    bool found = false;
+    for (const SliceStatus& slice : fleet.slices()) {
+      if (!used.count(slice.slice_index()) && Matches(shape, slice)) {
+        used.insert(slice.slice_index());
+        found = true;
+        break;
+      }
+    }
+    if (!found) return false;
+  }
+  return true;
+}
+
+namespace {
+
+absl::Status NoRoom(const LeaseSpec& spec, const Fleet& fleet, absl::string_view when) {
+  std::vector<std::string> wanted;
+  for (const SliceShape& s : spec.shapes) wanted.push_back(SliceShapeString(s));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the fleet has no room for ", absl::StrJoin(wanted, ","), " even when empty", when,
+      ": it has ", fleet.slices_size(), " slices, and not enough of them match (a slice ",
+      "matches when all its devices are of the kind and it has exactly that many)"));
+}
+
+}  // namespace
+
 absl::StatusOr<uint64_t> Leases::Request(LeaseSpec spec, const Fleet& fleet, absl::Time now) {
   if (spec.shapes.empty()) return absl::InvalidArgumentError("a lease must ask for a slice");
   if (static_cast<int64_t>(spec.shapes.size()) > limits::kLeaseSlicesMax ||
@@ -72,25 +101,15 @@ absl::StatusOr<uint64_t> Leases::Request(LeaseSpec spec, const Fleet& fleet, abs
     return absl::InvalidArgumentError(
         absl::StrCat("owner and tenant names are at most ", limits::kNameBytesMax, " bytes"));
   }
-  // Could the fleet, empty and healthy, hold it? Each shape needs its own slice.
-  std::set<int> used;
-  for (const SliceShape& shape : spec.shapes) {
-    bool found = false;
-    for (const SliceStatus& slice : fleet.slices()) {
-      if (!used.count(slice.slice_index()) && Matches(shape, slice)) {
-        used.insert(slice.slice_index());
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      std::vector<std::string> wanted;
-      for (const SliceShape& s : spec.shapes) wanted.push_back(SliceShapeString(s));
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the fleet has no room for ", absl::StrJoin(wanted, ","), " even when empty: it has ",
-          fleet.slices_size(), " slices, and not enough of them match (a slice matches ",
-          "when all its devices are of the kind and it has exactly that many)"));
-    }
+  if (spec.reclaim && spec.preferred.size() != spec.shapes.size()) {
+    return absl::InvalidArgumentError("a reclaim names one slice for each shape");
+  }
+  if (!spec.reclaim && !CouldHold(spec, fleet)) return NoRoom(spec, fleet, "");
+  if (spec.reclaim && spec.replaces != 0) {
+    // The same session's lease from before the break, if its stream has not ended yet:
+    // its slices pass to the reclaim.
+    auto old = leases_.find(spec.replaces);
+    if (old != leases_.end() && old->second.spec.owner == spec.owner) Release(spec.replaces);
   }
   const uint64_t id = next_id_++;
   Lease& lease = leases_[id];
@@ -112,6 +131,17 @@ void Leases::Release(uint64_t id) {
   ++version_;
 }
 
+void Leases::End(uint64_t id, absl::Status status) {
+  Lease& lease = leases_.at(id);
+  for (int slice : lease.slices) {
+    auto holder = holders_.find(slice);
+    if (holder != holders_.end() && holder->second == id) holders_.erase(holder);
+  }
+  lease.slices.clear();
+  lease.ended = std::move(status);
+  ++version_;
+}
+
 double Leases::Share(const std::string& tenant) const {
   auto it = options_.tenant_shares.find(tenant);
   return it == options_.tenant_shares.end() ? 1.0 : it->second;
@@ -125,16 +155,19 @@ int Leases::Priority(const std::string& tenant) const {
 std::vector<uint64_t> Leases::Order() const {
   std::map<std::string, int> held;  // slices by tenant
   std::vector<uint64_t> queued;
+  std::vector<uint64_t> order;
   for (const auto& [id, lease] : leases_) {
-    if (!lease.slices.empty() || !lease.revoked.empty()) {
+    if (!Waiting(lease)) {
       held[lease.spec.tenant] += static_cast<int>(lease.slices.size());
+    } else if (lease.spec.reclaim) {
+      order.push_back(id);  // before everything else
     } else {
       queued.push_back(id);  // ids grow with arrival
     }
   }
-  // Each step takes the earliest request of the tenant furthest below its share, and
-  // counts what it would hold once placed.
-  std::vector<uint64_t> order;
+  // Each step takes the earliest request of the highest priority and, with shares, of
+  // the tenant furthest below its share, and counts what it would hold once placed.
+  const bool shares = !options_.tenant_shares.empty();
   while (!queued.empty()) {
     auto best = queued.begin();
     for (auto it = queued.begin(); it != queued.end(); ++it) {
@@ -142,8 +175,8 @@ std::vector<uint64_t> Leases::Order() const {
       const Lease& b = leases_.at(*best);
       const int priority_a = -Priority(a.spec.tenant);
       const int priority_b = -Priority(b.spec.tenant);
-      const double usage_a = held[a.spec.tenant] / Share(a.spec.tenant);
-      const double usage_b = held[b.spec.tenant] / Share(b.spec.tenant);
+      const double usage_a = shares ? held[a.spec.tenant] / Share(a.spec.tenant) : 0;
+      const double usage_b = shares ? held[b.spec.tenant] / Share(b.spec.tenant) : 0;
       if (std::tie(priority_a, usage_a, a.arrival) < std::tie(priority_b, usage_b, b.arrival)) {
         best = it;
       }
@@ -158,26 +191,35 @@ std::vector<uint64_t> Leases::Order() const {
 
 std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& fleet,
                                             const std::set<uint64_t>& also_free) const {
-  std::vector<const SliceStatus*> free;  // preferred slices first, then by index
-  for (const SliceStatus& slice : fleet.slices()) {
-    auto holder = holders_.find(slice.slice_index());
-    if (slice.healthy() && (holder == holders_.end() || also_free.count(holder->second))) {
-      free.push_back(&slice);
-    }
-  }
-  auto preferred = [&](const SliceStatus* slice) {
-    return std::find(spec.preferred.begin(), spec.preferred.end(), slice->slice_index()) !=
-           spec.preferred.end();
+  auto free = [&](int slice) {
+    auto holder = holders_.find(slice);
+    return holder == holders_.end() || also_free.count(holder->second) > 0;
   };
-  std::stable_sort(free.begin(), free.end(), [&](const SliceStatus* a, const SliceStatus* b) {
-    return std::make_tuple(!preferred(a), a->slice_index()) <
-           std::make_tuple(!preferred(b), b->slice_index());
-  });
+  if (spec.reclaim) {  // exactly its slices, distinct and listed, healthy or rejoining
+    std::set<int> listed;
+    for (const SliceStatus& slice : fleet.slices()) listed.insert(slice.slice_index());
+    const std::set<int> distinct(spec.preferred.begin(), spec.preferred.end());
+    if (distinct.size() != spec.preferred.size()) return std::nullopt;
+    for (int slice : spec.preferred) {
+      if (!listed.count(slice) || !free(slice)) return std::nullopt;
+    }
+    return spec.preferred;
+  }
+  const std::set<int> preferred(spec.preferred.begin(), spec.preferred.end());
+  std::vector<const SliceStatus*> candidates;  // preferred slices first, then by index
+  for (const SliceStatus& slice : fleet.slices()) {
+    if (slice.healthy() && free(slice.slice_index())) candidates.push_back(&slice);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](const SliceStatus* a, const SliceStatus* b) {
+                     return std::make_tuple(!preferred.count(a->slice_index()), a->slice_index()) <
+                            std::make_tuple(!preferred.count(b->slice_index()), b->slice_index());
+                   });
   std::vector<int> slices;
   std::set<int> taken;
   for (const SliceShape& shape : spec.shapes) {
     bool found = false;
-    for (const SliceStatus* slice : free) {
+    for (const SliceStatus* slice : candidates) {
       if (!taken.count(slice->slice_index()) && Matches(shape, *slice)) {
         taken.insert(slice->slice_index());
         slices.push_back(slice->slice_index());
@@ -190,11 +232,11 @@ std::optional<std::vector<int>> Leases::Fit(const LeaseSpec& spec, const Fleet& 
   return slices;
 }
 
-std::optional<std::set<uint64_t>> Leases::Victims(uint64_t id, const Fleet& fleet) const {
-  const int priority = Priority(leases_.at(id).spec.tenant);
-  std::vector<uint64_t> lower;  // preemption order: lowest priority, latest placed first
+std::optional<std::set<uint64_t>> Leases::Victims(
+    uint64_t id, const Fleet& fleet, const std::function<bool(const Lease&)>& candidate) const {
+  std::vector<uint64_t> lower;  // lowest priority, latest placed first
   for (const auto& [other, lease] : leases_) {
-    if (!lease.slices.empty() && Priority(lease.spec.tenant) < priority) lower.push_back(other);
+    if (!lease.slices.empty() && candidate(lease)) lower.push_back(other);
   }
   std::sort(lower.begin(), lower.end(), [&](uint64_t a, uint64_t b) {
     const Lease& x = leases_.at(a);
@@ -207,8 +249,7 @@ std::optional<std::set<uint64_t>> Leases::Victims(uint64_t id, const Fleet& flee
     victims.insert(other);
     std::optional<std::vector<int>> slices = Fit(leases_.at(id).spec, fleet, victims);
     if (!slices.has_value()) continue;
-    // Only those whose slices it would take.
-    std::set<uint64_t> needed;
+    std::set<uint64_t> needed;  // only those it would take slices from
     for (int slice : *slices) {
       auto holder = holders_.find(slice);
       if (holder != holders_.end()) needed.insert(holder->second);
@@ -223,17 +264,27 @@ std::vector<uint64_t> Leases::Place(const Fleet& fleet, absl::Time now) {
   for (uint64_t id : Order()) {
     Lease& lease = leases_.at(id);
     std::optional<std::vector<int>> slices = Fit(lease.spec, fleet);
+    if (!slices.has_value() && lease.spec.reclaim) {
+      End(id, absl::AbortedError(absl::StrCat(
+                  "the session's slices ", absl::StrJoin(lease.spec.preferred, ","),
+                  " went to another session while its stream to the resource manager was "
+                  "broken")));
+      continue;
+    }
+    if (!slices.has_value() && !CouldHold(lease.spec, fleet)) {
+      End(id, NoRoom(lease.spec, fleet, " (since it asked, hosts left the fleet)"));
+      continue;
+    }
     if (!slices.has_value()) {
-      std::optional<std::set<uint64_t>> victims = Victims(id, fleet);
+      const int priority = Priority(lease.spec.tenant);
+      std::optional<std::set<uint64_t>> victims = Victims(
+          id, fleet, [&](const Lease& other) { return Priority(other.spec.tenant) < priority; });
       if (!victims.has_value()) break;  // the head waits; nothing overtakes it
       for (uint64_t victim : *victims) {
-        Lease& taken = leases_.at(victim);
-        taken.revoked = absl::StrCat("preempted by a session of tenant '", lease.spec.tenant,
-                                     "' (priority ", Priority(lease.spec.tenant), " > ",
-                                     Priority(taken.spec.tenant), ", --tenant_priorities)");
-        for (int slice : taken.slices) holders_.erase(slice);
-        taken.slices.clear();
-        ++version_;
+        End(victim,
+            absl::AbortedError(absl::StrCat(
+                "preempted by a session of tenant '", lease.spec.tenant, "' (priority ", priority,
+                " > ", Priority(leases_.at(victim).spec.tenant), ", --tenant_priorities)")));
       }
       slices = Fit(lease.spec, fleet);
       if (!slices.has_value()) break;
@@ -247,26 +298,27 @@ std::vector<uint64_t> Leases::Place(const Fleet& fleet, absl::Time now) {
   return placed;
 }
 
-std::vector<uint64_t> Leases::Sweep(absl::Time now) {
-  std::vector<uint64_t> revoked;
-  if (options_.max_hold <= absl::ZeroDuration()) return revoked;
-  const bool someone_waits = std::any_of(leases_.begin(), leases_.end(), [](const auto& entry) {
-    return entry.second.slices.empty() && entry.second.revoked.empty();
+std::vector<uint64_t> Leases::Sweep(const Fleet& fleet, absl::Time now) {
+  std::vector<uint64_t> taken;
+  if (options_.max_hold <= absl::ZeroDuration()) return taken;
+  const std::vector<uint64_t> order = Order();
+  if (order.empty()) return taken;
+  const uint64_t head = order.front();
+  const int priority = Priority(leases_.at(head).spec.tenant);
+  std::optional<std::set<uint64_t>> victims = Victims(head, fleet, [&](const Lease& other) {
+    return now - other.since >= options_.max_hold && Priority(other.spec.tenant) <= priority;
   });
-  if (!someone_waits) return revoked;
-  for (auto& [id, lease] : leases_) {
-    if (lease.slices.empty() || !lease.revoked.empty()) continue;
-    if (now - lease.since < options_.max_hold) continue;
-    lease.revoked = absl::StrCat("the lease on slices ", absl::StrJoin(lease.slices, ","),
-                                 " was held for ", absl::FormatDuration(now - lease.since),
-                                 " while others waited; the pool's limit is ",
-                                 absl::FormatDuration(options_.max_hold), " (--lease_max_hold)");
-    for (int slice : lease.slices) holders_.erase(slice);
-    lease.slices.clear();
-    revoked.push_back(id);
-    ++version_;
+  if (!victims.has_value()) return taken;
+  for (uint64_t id : *victims) {
+    const Lease& lease = leases_.at(id);
+    End(id, absl::AbortedError(absl::StrCat(
+                "the lease on slices ", absl::StrJoin(lease.slices, ","), " was held for ",
+                absl::FormatDuration(absl::Trunc(now - lease.since, absl::Seconds(1))),
+                " while others waited; the pool's limit is ",
+                absl::FormatDuration(options_.max_hold), " (--lease_max_hold)")));
+    taken.push_back(id);
   }
-  return revoked;
+  return taken;
 }
 
 std::optional<Leases::State> Leases::Get(uint64_t id) const {
@@ -274,8 +326,8 @@ std::optional<Leases::State> Leases::Get(uint64_t id) const {
   if (it == leases_.end()) return std::nullopt;
   State state;
   state.slices = it->second.slices;
-  state.revoked = it->second.revoked;
-  if (state.slices.empty() && state.revoked.empty()) {
+  state.ended = it->second.ended;
+  if (Waiting(it->second)) {
     const std::vector<uint64_t> order = Order();
     state.queue_position =
         static_cast<int>(std::find(order.begin(), order.end(), id) - order.begin()) + 1;

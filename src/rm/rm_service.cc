@@ -20,6 +20,7 @@ constexpr absl::Duration kHolderProbeTimeout = absl::Milliseconds(500);
 // The dashboard shows the load of at most this many hosts, each answering within this.
 constexpr size_t kDashboardHostsMax = 256;
 constexpr absl::Duration kDashboardStatsTimeout = absl::Milliseconds(300);
+constexpr absl::Duration kDashboardRefresh = absl::Milliseconds(900);
 
 }  // namespace
 
@@ -105,8 +106,11 @@ void RmService::SweepLoop() {
       before = membership_.version();
       died = membership_.Sweep(clock_->Now());
       after = membership_.version();
-      leases_.Sweep(clock_->Now());  // the holders' streams say why
       PlaceLeases();
+      // The holders' streams say why; what they free goes to the queue at once.
+      if (!leases_.Sweep(membership_.Snapshot(clock_->Now()), clock_->Now()).empty()) {
+        PlaceLeases();
+      }
     }
     for (const HostStatus& host : died) {
       SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index() << " host "
@@ -213,6 +217,8 @@ std::string RmService::RenderMetrics() {
 }
 
 std::string RmService::RenderStatusJson() {
+  absl::MutexLock status_lock(&status_mutex_);
+  if (absl::Now() - status_at_ < kDashboardRefresh) return status_json_;
   Fleet fleet;
   LeaseTable leases;
   {
@@ -261,7 +267,9 @@ std::string RmService::RenderStatusJson() {
   bool ok;
   while (queue.Next(&tag, &ok)) {
   }
-  return StatusJson(fleet, leases, stats);
+  status_json_ = StatusJson(fleet, leases, stats);
+  status_at_ = absl::Now();
+  return status_json_;
 }
 
 grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatRequest* request,
@@ -351,10 +359,13 @@ grpc::Status RmService::Lease(grpc::ServerContext* context, const LeaseRequest* 
     spec.shapes.push_back(SliceShape{NormalizedKind(shape.kind()), shape.devices()});
   }
   spec.preferred.assign(request->preferred_slices().begin(), request->preferred_slices().end());
+  spec.reclaim = request->reclaim();
+  spec.replaces = request->replaces_lease_id();
   uint64_t id = 0;
   {
     absl::MutexLock lock(&mutex_);
-    if (static_cast<int64_t>(leases_.size()) >= limits::kLeasesMax) {
+    // Reclaims after an RM restart find the table full of new requests: they get room.
+    if (static_cast<int64_t>(leases_.size()) >= limits::kLeasesMax * (spec.reclaim ? 2 : 1)) {
       return ToGrpcStatus(absl::ResourceExhaustedError(
           absl::StrCat(leases_.size(), " leases are open or queued, the limit")));
     }
@@ -386,16 +397,18 @@ grpc::Status RmService::Lease(grpc::ServerContext* context, const LeaseRequest* 
         return stopping_ || leases_.version() != seen;
       };
       // Wakes now and then to notice a holder that went away.
-      mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
-      seen = leases_.version();
-      if (stopping_)
+      const bool woken = mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
+      if (stopping_) {
         return ToGrpcStatus(absl::UnavailableError("the resource manager is stopping"));
+      }
       if (context->IsCancelled()) return grpc::Status::OK;
+      if (!woken) continue;  // nothing changed: only the holder's presence was checked
+      seen = leases_.version();
       std::optional<Leases::State> state = leases_.Get(id);
       if (!state.has_value()) return grpc::Status::OK;
-      if (!state->revoked.empty()) {
-        SY_LOG(Warning) << "lease " << id << " taken back: " << state->revoked;
-        return ToGrpcStatus(absl::AbortedError(state->revoked));
+      if (!state->ended.ok()) {
+        SY_LOG(Warning) << "lease " << id << " ended: " << state->ended.message();
+        return ToGrpcStatus(state->ended);
       }
       event.set_lease_id(id);
       event.set_queue_position(state->queue_position);

@@ -56,7 +56,7 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   std::string RenderMetrics() ABSL_LOCKS_EXCLUDED(mutex_);
   // What the dashboard polls (rm/dashboard.h): the fleet, the leases, and the stats of
   // the healthy hosts that answer within a short deadline.
-  std::string RenderStatusJson() ABSL_LOCKS_EXCLUDED(mutex_, stubs_mutex_);
+  std::string RenderStatusJson() ABSL_LOCKS_EXCLUDED(mutex_, stubs_mutex_, status_mutex_);
 
  private:
   void SweepLoop();
@@ -88,6 +88,11 @@ class RmService final : public ::switchyard::ResourceManager::Service {
   KvStore kv_;
   absl::Mutex stubs_mutex_;  // the dashboard's connections to workers, by address
   std::map<std::string, std::shared_ptr<Worker::Stub>> stubs_ ABSL_GUARDED_BY(stubs_mutex_);
+  // The last status rendered, served again within a second: however many pages poll,
+  // workers get at most one GetStats a second from the dashboard.
+  absl::Mutex status_mutex_ ABSL_ACQUIRED_BEFORE(stubs_mutex_);
+  std::string status_json_ ABSL_GUARDED_BY(status_mutex_);
+  absl::Time status_at_ ABSL_GUARDED_BY(status_mutex_) = absl::InfinitePast();
   absl::Notification stop_;
   std::thread sweeper_;
 };

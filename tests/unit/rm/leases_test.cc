@@ -132,10 +132,11 @@ TEST_F(LeasesTest, AMaximumHoldTakesALeaseBackOnlyWhileOthersWait) {
   const uint64_t first = Queue(Ask("t"));
   leases_.Place(fleet_, now_);
   now_ += absl::Hours(1);
-  EXPECT_TRUE(leases_.Sweep(now_).empty());  // nobody waits
+  EXPECT_TRUE(leases_.Sweep(fleet_, now_).empty());  // nobody waits
   const uint64_t second = Queue(Ask("t"));
-  EXPECT_EQ(leases_.Sweep(now_), std::vector<uint64_t>{first});
-  EXPECT_NE(leases_.Get(first)->revoked.find("--lease_max_hold"), std::string::npos);
+  EXPECT_EQ(leases_.Sweep(fleet_, now_), std::vector<uint64_t>{first});
+  EXPECT_EQ(leases_.Get(first)->ended.code(), absl::StatusCode::kAborted);
+  EXPECT_NE(leases_.Get(first)->ended.message().find("--lease_max_hold"), std::string::npos);
   EXPECT_EQ(leases_.Place(fleet_, now_), std::vector<uint64_t>{second});
   leases_.Release(first);  // the holder's stream ends; the slice stays with the second
   EXPECT_EQ(Slices(second), std::vector<int>{0});
@@ -161,7 +162,7 @@ TEST_F(LeasesTest, AHigherPriorityTakesTheSlicesItNeedsFromTheLowest) {
   EXPECT_FALSE(Slices(research).empty());
   int revoked = 0;
   for (uint64_t id : {dev1, dev2, dev3}) {
-    const std::string why = leases_.Get(id)->revoked;
+    const std::string why(leases_.Get(id)->ended.message());
     if (why.empty()) continue;
     ++revoked;
     EXPECT_NE(why.find("preempted by a session of tenant 'prod' (priority 10 > 0"),
@@ -175,6 +176,98 @@ TEST_F(LeasesTest, AHigherPriorityTakesTheSlicesItNeedsFromTheLowest) {
   const uint64_t prod2 = Queue(Ask("prod", 4));
   EXPECT_TRUE(leases_.Place(fleet_, now_).empty());
   EXPECT_EQ(Position(prod2), 1);
+}
+
+TEST_F(LeasesTest, AMaximumHoldTakesBackOnlyWhatLetsTheHeadFit) {
+  leases_ = Leases(LeaseOptions{.max_hold = absl::Minutes(10)});
+  const uint64_t old1 = Queue(Ask("t"));
+  const uint64_t old2 = Queue(Ask("t"));
+  leases_.Place(fleet_, now_);
+  now_ += absl::Minutes(5);
+  const uint64_t young1 = Queue(Ask("t"));
+  const uint64_t young2 = Queue(Ask("t"));
+  leases_.Place(fleet_, now_);
+  now_ += absl::Minutes(6);  // old1 and old2 are past the limit, the young ones not
+  const uint64_t waiting = Queue(Ask("t"));
+  // One slice lets the head fit: the most recently placed of the expired goes.
+  EXPECT_EQ(leases_.Sweep(fleet_, now_).size(), 1u);
+  EXPECT_EQ(leases_.Place(fleet_, now_), std::vector<uint64_t>{waiting});
+  EXPECT_TRUE(leases_.Get(young1)->ended.ok());
+  EXPECT_TRUE(leases_.Get(young2)->ended.ok());
+  EXPECT_NE(leases_.Get(old1)->ended.ok(), leases_.Get(old2)->ended.ok());
+  // A head that no expired lease could make room for takes nothing.
+  LeaseSpec big = Ask("t", 4);
+  Queue(big);
+  EXPECT_TRUE(leases_.Sweep(fleet_, now_).empty());
+}
+
+TEST_F(LeasesTest, WithoutSharesTheQueueIsFirstComeFirstServed) {
+  fleet_ = Pool(4);
+  const uint64_t alice = Queue(Ask("alice", 3));
+  leases_.Place(fleet_, now_);
+  ASSERT_EQ(Slices(alice).size(), 3u);
+  const uint64_t alice2 = Queue(Ask("alice", 2));
+  const uint64_t bob = Queue(Ask("bob", 2));
+  EXPECT_EQ(Position(alice2), 1);  // earlier, though alice holds more
+  EXPECT_EQ(Position(bob), 2);
+}
+
+TEST_F(LeasesTest, AReclaimTakesItsSlicesBackAheadOfTheQueue) {
+  // Two sessions hold slices 0 and 1; the RM restarted, so it knows none of it. Slice 1
+  // comes back first: the reclaim of slice 0 must still get slice 0, not slice 1.
+  fleet_.mutable_slices(0)->set_healthy(false);  // rejoining
+  const uint64_t newcomer = Queue(Ask("t"));
+  LeaseSpec reclaim0 = Ask("t");
+  reclaim0.reclaim = true;
+  reclaim0.preferred = {0};
+  const uint64_t first = Queue(reclaim0);
+  LeaseSpec reclaim1 = Ask("t");
+  reclaim1.reclaim = true;
+  reclaim1.preferred = {1};
+  const uint64_t second = Queue(reclaim1);
+  EXPECT_EQ(Position(first), 1);
+  EXPECT_EQ(Position(newcomer), 3);
+  leases_.Place(fleet_, now_);
+  EXPECT_EQ(Slices(first), std::vector<int>{0});
+  EXPECT_EQ(Slices(second), std::vector<int>{1});
+  EXPECT_EQ(Slices(newcomer), std::vector<int>{2});
+  // A reclaim of a slice someone else holds now ends at once.
+  LeaseSpec late = Ask("t");
+  late.reclaim = true;
+  late.preferred = {2};
+  const uint64_t lost = Queue(late);
+  leases_.Place(fleet_, now_);
+  EXPECT_EQ(leases_.Get(lost)->ended.code(), absl::StatusCode::kAborted);
+  // Nor can a reclaim name slices the fleet does not have, or one slice twice.
+  for (std::vector<int> bad : {std::vector<int>{9}, std::vector<int>{3, 3}}) {
+    LeaseSpec odd = Ask("t", static_cast<int>(bad.size()));
+    odd.reclaim = true;
+    odd.preferred = bad;
+    const uint64_t id = Queue(odd);
+    leases_.Place(fleet_, now_);
+    EXPECT_EQ(leases_.Get(id)->ended.code(), absl::StatusCode::kAborted);
+  }
+  // One that replaces the same owner's lease from before the break takes its slices.
+  LeaseSpec again = Ask("t");
+  again.reclaim = true;
+  again.preferred = {2};
+  again.replaces = newcomer;
+  const uint64_t kept = Queue(again);
+  leases_.Place(fleet_, now_);
+  EXPECT_EQ(Slices(kept), std::vector<int>{2});
+  EXPECT_FALSE(leases_.Get(newcomer).has_value());
+}
+
+TEST_F(LeasesTest, ARequestTheFleetCanNoLongerHoldEndsInsteadOfBlocking) {
+  const uint64_t holder = Queue(Ask("t"));
+  leases_.Place(fleet_, now_);
+  const uint64_t all = Queue(Ask("t", 4));
+  const uint64_t small = Queue(Ask("t"));
+  EXPECT_TRUE(leases_.Place(fleet_, now_).empty());
+  fleet_ = Pool(3);  // a host was forgotten
+  EXPECT_EQ(leases_.Place(fleet_, now_), std::vector<uint64_t>{small});
+  EXPECT_EQ(leases_.Get(all)->ended.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(Slices(holder).empty());
 }
 
 TEST(TenantPrioritiesTest, Parses) {

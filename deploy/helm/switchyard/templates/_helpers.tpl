@@ -42,3 +42,26 @@ securityContext:
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The fleet's TLS flags and files, when tls.secretName names a Secret (0440: the
+     pods' fsGroup reads it). */}}
+{{- define "switchyard.tlsArgs" -}}
+{{- if .Values.tls.secretName }}
+- --tls_ca_file=/etc/switchyard/tls/ca.crt
+- --tls_cert_file=/etc/switchyard/tls/tls.crt
+- --tls_key_file=/etc/switchyard/tls/tls.key
+{{- end }}
+{{- end -}}
+
+{{- define "switchyard.tlsMount" -}}
+{{- if .Values.tls.secretName }}
+- {name: tls, mountPath: /etc/switchyard/tls, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{- define "switchyard.tlsVolume" -}}
+{{- if .Values.tls.secretName }}
+- name: tls
+  secret: {secretName: {{ .Values.tls.secretName }}, defaultMode: 0440}
+{{- end }}
+{{- end -}}
