@@ -265,7 +265,9 @@ def hold(jax, args):
     placed_at = time.time()
     print("READY", flush=True)
     sys.stdin.readline()
-    return {"placed_at": placed_at}
+    import switchyard
+    switchyard.shutdown()  # the session ends here: its lease goes back
+    return {"placed_at": placed_at, "closed_at": time.time()}
 
 
 CASES = {"compile_time": compile_time, "hold": hold, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
