@@ -92,28 +92,20 @@ def main():
     parser.add_argument("--only", choices=["compile_cache", "pool"],
                         help="run one section and write its own report")
     args = parser.parse_args()
-    if args.only == "pool":
+    # One section, with a report of its own: name -> (title, run, render).
+    sections = {"pool": ("shared pool", lambda: pool(seconds=3 if args.quick else 6), render_pool),
+                "compile_cache": ("compilation cache", compile_cache, render_compile_cache)}
+    if args.only in sections:
+        title, run, render_section = sections[args.only]
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "pool": pool(seconds=3 if args.quick else 6)}
+             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        r[args.only] = run()
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        report = "# Switchyard benchmarks: shared pool\n\n" + \
-            f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_pool(r)
-        (out / "pool.md").write_text(report)
-        (out / "pool.json").write_text(json.dumps(r, indent=1))
-        print(report)
-        return
-    if args.only == "compile_cache":
-        r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-             "compile_cache": compile_cache()}
-        out = pathlib.Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        report = "# Switchyard benchmarks: compilation cache\n\n" + \
-            f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_compile_cache(r)
-        (out / "compile_cache.md").write_text(report)
-        (out / "compile_cache.json").write_text(json.dumps(r, indent=1))
+        report = f"# Switchyard benchmarks: {title}\n\n" + \
+            f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_section(r)
+        (out / f"{args.only}.md").write_text(report)
+        (out / f"{args.only}.json").write_text(json.dumps(r, indent=1))
         print(report)
         return
     quick = args.quick

@@ -1,6 +1,7 @@
 #include "rm/leases.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <tuple>
 
@@ -26,38 +27,43 @@ bool Matches(const SliceShape& shape, const SliceStatus& slice) {
 
 }  // namespace
 
-absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::string& text) {
-  std::map<std::string, double> shares;
-  if (text.empty()) return shares;
+namespace {
+
+// "TENANT:VALUE,..." into a map; `parse` reads and checks one value. An error names
+// `flag`, the offending part, and `expected`.
+template <typename Value>
+absl::StatusOr<std::map<std::string, Value>> ParseTenantValues(
+    const std::string& text, absl::string_view flag, absl::string_view expected,
+    const std::function<bool(absl::string_view, Value*)>& parse) {
+  std::map<std::string, Value> values;
+  if (text.empty()) return values;
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     std::vector<absl::string_view> pieces = absl::StrSplit(part, absl::MaxSplits(':', 1));
-    double share = 0;
-    if (pieces.size() != 2 || pieces[0].empty() || !absl::SimpleAtod(pieces[1], &share) ||
-        !(share > 0) || share > 1e6) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tenant_shares: '", part,
-                       "' is not TENANT:SHARE with a share above 0 (e.g. alice:1,bob:2)"));
+    Value value{};
+    if (pieces.size() != 2 || pieces[0].empty() || !parse(pieces[1], &value)) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": '", part, "' is not ", expected));
     }
-    shares[std::string(pieces[0])] = share;
+    values[std::string(pieces[0])] = value;
   }
-  return shares;
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::string& text) {
+  return ParseTenantValues<double>(
+      text, "--tenant_shares", "TENANT:SHARE with a share above 0 (e.g. alice:1,bob:2)",
+      [](absl::string_view text, double* share) {
+        return absl::SimpleAtod(text, share) && *share > 0 && *share <= 1e6;
+      });
 }
 
 absl::StatusOr<std::map<std::string, int>> ParseTenantPriorities(const std::string& text) {
-  std::map<std::string, int> priorities;
-  if (text.empty()) return priorities;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    std::vector<absl::string_view> pieces = absl::StrSplit(part, absl::MaxSplits(':', 1));
-    int priority = 0;
-    if (pieces.size() != 2 || pieces[0].empty() || !absl::SimpleAtoi(pieces[1], &priority) ||
-        priority < -1000000 || priority > 1000000) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tenant_priorities: '", part,
-                       "' is not TENANT:PRIORITY with an integer priority (e.g. prod:10,dev:0)"));
-    }
-    priorities[std::string(pieces[0])] = priority;
-  }
-  return priorities;
+  return ParseTenantValues<int>(
+      text, "--tenant_priorities", "TENANT:PRIORITY with an integer priority (e.g. prod:10,dev:0)",
+      [](absl::string_view text, int* priority) {
+        return absl::SimpleAtoi(text, priority) && *priority >= -1000000 && *priority <= 1000000;
+      });
 }
 
 bool Leases::CouldHold(const LeaseSpec& spec, const Fleet& fleet) {
