@@ -220,19 +220,29 @@ def calibrate(jax, args):
 
 
 def client_load(jax, args):
-    """One of several clients: chained programs on one device for a fixed time."""
+    """One of several clients: chained programs on one device (`--device`, or -1: a
+    chain on each device) for a fixed time."""
     f = work_fn(jax, args.ks[0])
-    x = jax.device_put(np.eye(64, dtype=np.float32) * 0.1, jax.devices()[args.device])
-    f(x).block_until_ready()
+    devices = jax.devices() if args.device < 0 else [jax.devices()[args.device]]
+    xs = [jax.device_put(np.eye(64, dtype=np.float32) * 0.1, d) for d in devices]
+    for x in xs:
+        f(x).block_until_ready()
     print("READY", flush=True)
     sys.stdin.readline()  # start together
-    done, t = 0, time.perf_counter()
-    while time.perf_counter() - t < args.seconds:
-        for _ in range(32):
-            x = f(x)
-        x.block_until_ready()
-        done += 32
-    return {"programs": done, "seconds": time.perf_counter() - t}
+    # Counted over `--seconds`; with `--tail`, the load goes on that much longer, so the
+    # others are still loaded when the last of them stops counting.
+    # With `--tail`, a round is issued before the last one is waited for, so the
+    # devices always have this client's programs queued.
+    done, t, last = 0, time.perf_counter(), None
+    while time.perf_counter() - t < args.seconds + args.tail:
+        for _ in range(args.depth):
+            xs = [f(x) for x in xs]
+        waited, last = (last, list(xs)) if args.tail else (xs, None)
+        for x in waited or []:
+            x.block_until_ready()
+        if waited and time.perf_counter() - t <= args.seconds:
+            done += args.depth * len(xs)
+    return {"programs": done, "seconds": args.seconds if args.tail else time.perf_counter() - t}
 
 
 def compile_time(jax, args):
@@ -290,6 +300,8 @@ def main():
     p.add_argument("--budget_s", type=float, default=1.0)
     p.add_argument("--device", type=int, default=0)
     p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--tail", type=float, default=0.0)
+    p.add_argument("--depth", type=int, default=32)
     p.add_argument("--layers", type=int, default=80)
     args = p.parse_args()
     args.durations_s = json.loads(args.durations)

@@ -19,6 +19,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 import switchyard  # noqa: E402
+from switchyard.worker_client import WorkerClient  # noqa: E402
 
 PER_SLICE = 2  # devices per worker: XLA CPU collectives need a thread per device
 
@@ -89,11 +90,14 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
-    parser.add_argument("--only", choices=["compile_cache", "pool"],
+    parser.add_argument("--only", choices=["compile_cache", "pool", "shares"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
     sections = {"pool": ("shared pool", lambda: pool(seconds=3 if args.quick else 6), render_pool),
+                "shares": ("device time by tenant shares", lambda: [
+                    shares(5 if args.quick else 15, w) for w in ((1, 1, 1, 1), (1, 2, 4, 8))],
+                    render_shares),
                 "compile_cache": ("compilation cache", compile_cache, render_compile_cache)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
@@ -241,6 +245,77 @@ def pool(seconds):
     return out
 
 
+def shares(seconds, weights):
+    """Four tenants share every slice of a 4-slice pool (no leases), each through a proxy
+    of its own (as Pathways gives each user one), each running a chain of programs on
+    every device; the RM's --tenant_shares are `weights`. Returns each tenant's part of
+    the device time spent on the programs its client completed."""
+    import hashlib
+    import socket
+    import tempfile
+    ks = [16, 64, 256, 1024, 4096]
+    calib = case("local", "calibrate", "--ks", *ks)
+    k = min(ks, key=lambda k: abs(calib[str(k)] - 3e-3))  # ~3 ms programs
+    tenants = ["alice", "bob", "carol", "dave"]
+    with tempfile.TemporaryDirectory() as tmp:
+        tokens = pathlib.Path(tmp) / "tokens"
+        tokens.write_text("".join(f"{t} sha256:{hashlib.sha256(t.encode()).hexdigest()}\n"
+                                  for t in tenants))
+        flags = (f"--tokens_file={tokens}",
+                 "--tenant_shares=" + ",".join(f"{t}:{w}" for t, w in zip(tenants, weights)))
+        with switchyard.LocalCluster(workers=4, devices_per_worker=1, flags=flags) as c:
+            proxies, targets = [], [c.target]
+            try:
+                for _ in tenants[1:]:
+                    port = switchyard.cluster.free_port()
+                    proxies.append(subprocess.Popen(
+                        [switchyard.cluster.find_binary(), "proxy", f"--server_port={port}",
+                         f"--resource_manager_address={c.rm_address}", f"--tokens_file={tokens}"],
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    targets.append(f"grpc://127.0.0.1:{port}")
+                    deadline = time.time() + 60
+                    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+                        assert time.time() < deadline, "a proxy did not start"
+                        time.sleep(0.1)
+                procs = [subprocess.Popen(
+                    [sys.executable, str(HERE / "cases.py"), "proxy", "client_load", "--ks", str(k),
+                     "--seconds", str(seconds), "--device", "-1", "--depth", "16",
+                     "--tail", str(seconds / 2)],
+                    env={**os.environ, **c.env(), "JAX_BACKEND_TARGET": target,
+                         "SWITCHYARD_TOKEN": tenant},
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                    text=True) for tenant, target in zip(tenants, targets)]
+                for p in procs:
+                    assert p.stdout.readline().strip() == "READY"
+
+                def measured():  # the workers' own account, by tenant
+                    total = dict.fromkeys(tenants, 0.0)
+                    for address in c.worker_addresses():
+                        with WorkerClient(address) as w:
+                            for tenant, s in w.stats().device_seconds.items():
+                                total[tenant] = total.get(tenant, 0.0) + s
+                    return total
+                for p in procs:
+                    p.stdin.write("go\n")
+                    p.stdin.flush()
+                # Over the middle of the run, while every client is loading: each starts
+                # when it reads "go" and loads for `seconds` * 1.5.
+                time.sleep(seconds * 0.25)
+                before = measured()
+                time.sleep(seconds * 0.75)
+                after = measured()
+                done = [json.loads(p.communicate(timeout=seconds * 10 + 120)[0]
+                                   .split("RESULT ", 1)[1]) for p in procs]
+            finally:
+                for p in proxies:
+                    p.terminate()
+                    p.wait(timeout=30)
+    busy = [d["programs"] * calib[str(k)] for d in done]
+    return {"program_s": calib[str(k)], "weights": list(weights),
+            "device_s": busy, "wall_s": max(d["seconds"] for d in done),
+            "worker_device_s": [after[t] - before[t] for t in tenants]}
+
+
 def render_pool(r):
     p = r["pool"]
     return "\n".join([
@@ -261,6 +336,32 @@ def render_pool(r):
         f"{p['queue_wait_s'] * 1e3:.0f} ms after one of them closed its session (its stream "
         "ending, the RM's release and placement, the fifth's Init answer and its first "
         "`jax.devices()`).", ""])
+
+
+def render_shares(r):
+    lines = ["## Device time by tenant shares (4 tenants, a proxy each, on every slice of a "
+             "4-slice pool; chained programs of "
+             f"{r['shares'][0]['program_s'] * 1e3:.1f} ms)\n",
+             "The RM's `--tenant_shares` set the shares; the workers order launches by them. "
+             "Measured is the workers' own account of each tenant's device time (each "
+             "launch's wall time on its devices, summed over the four workers) while all "
+             "four clients load the pool; its part is that over all four. The last column "
+             "counts instead the programs each client completed (times the program's time "
+             "in JAX's in-process CPU backend), in rounds of 64, so it is coarse for small "
+             "parts.\n",
+             "| shares | tenant | expected part | measured part | measured / expected | "
+             "client's count |", "|---|---|---|---|---|---|"]
+    for run in r["shares"]:
+        total_w, total_s = sum(run["weights"]), sum(run["device_s"])
+        label = ":".join(str(w) for w in run["weights"])
+        total_m = sum(run["worker_device_s"])
+        for name, w, s, m in zip(["alice", "bob", "carol", "dave"], run["weights"],
+                                 run["device_s"], run["worker_device_s"]):
+            lines.append(f"| {label} | {name} | {w / total_w:.1%} | {m / total_m:.1%} | "
+                         f"{(m / total_m) / (w / total_w):.2f} | {s / total_s:.1%} |")
+        busy = total_s / (4 * run["wall_s"])
+        lines.append(f"| {label} | all | | devices busy {busy:.0%} | | |")
+    return "\n".join(lines) + "\n"
 
 
 def render_compile_cache(r):

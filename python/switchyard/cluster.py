@@ -79,13 +79,14 @@ class LocalCluster:
     `c.rm_address` the resource manager, and `c.status()` the fleet as
     `switchyard status --json` prints it. `gcs_scratch_location` gives the workers a
     persistent compilation cache there. `virtual_slices` ("cpu:1") makes it a shared
-    pool: each session leases slices of that shape (docs/shared-pool.md).
+    pool: each session leases slices of that shape (docs/shared-pool.md). `flags` go to
+    `switchyard up` as they are (e.g. `--tokens_file=...`, `--tenant_shares=...`).
     """
 
     def __init__(self, workers: int = 2, devices_per_worker: int = 4, hosts_per_slice: int = 1,
                  rm_port: int | None = None, proxy_port: int | None = None,
                  startup_timeout_s: float = 120.0, gcs_scratch_location: str | None = None,
-                 virtual_slices: str | None = None):
+                 virtual_slices: str | None = None, flags: tuple[str, ...] = ()):
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
@@ -96,6 +97,7 @@ class LocalCluster:
         self._timeout = startup_timeout_s
         self.gcs_scratch_location = gcs_scratch_location
         self.virtual_slices = virtual_slices
+        self.flags = tuple(flags)
         self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> "LocalCluster":
@@ -116,6 +118,7 @@ class LocalCluster:
             cmd.append(f"--gcs_scratch_location={self.gcs_scratch_location}")
         if self.virtual_slices:
             cmd.append(f"--virtual_slices={self.virtual_slices}")
+        cmd.extend(self.flags)
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + self._timeout
         line = self._process.stdout.readline()  # blocks until ready, or EOF if up failed

@@ -23,8 +23,9 @@ ABSL_FLAG(std::string, instance_type, "",
 
 ABSL_FLAG(std::string, tenant_shares, "",
           "rm: the shared pool's shares, TENANT:SHARE,... (alice:1,bob:2): the next session "
-          "placed is the earliest of the tenant holding the fewest slices per share (empty: "
-          "first come, first served; an unlisted tenant has share 1)");
+          "placed is the earliest of the tenant holding the fewest slices per share, and "
+          "workers divide device time between tenants launching on the same devices by them "
+          "(empty: first come, first served; an unlisted tenant has share 1)");
 ABSL_FLAG(std::string, tenant_priorities, "",
           "rm: TENANT:PRIORITY,... (prod:10,dev:0): a waiting session of a higher priority takes "
           "the slices it needs from sessions of lower ones, whose clients get UNAVAILABLE with "

@@ -10,6 +10,21 @@
 
 namespace switchyard {
 
+std::string MetricLabel(const std::string& name, const std::string& value) {
+  std::string escaped;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      escaped += '\\';
+      escaped += c;
+    } else if (c == '\n') {
+      escaped += "\\n";
+    } else {
+      escaped += c;
+    }
+  }
+  return absl::StrCat(name, "=\"", escaped, "\"");
+}
+
 MetricsText& MetricsText::Add(const std::string& name, const std::string& type,
                               const std::string& help, double value, const std::string& labels) {
   if (name != last_name_) {

@@ -13,6 +13,9 @@
 
 namespace switchyard {
 
+// `name="value"`, the value escaped as the text format wants (it may come from outside).
+std::string MetricLabel(const std::string& name, const std::string& value);
+
 class MetricsText {
  public:
   // One sample, with HELP/TYPE lines the first time `name` appears.

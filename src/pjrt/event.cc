@@ -1,5 +1,7 @@
 #include "pjrt/event.h"
 
+#include <utility>
+
 #include "pjrt/c_api.h"
 
 namespace switchyard::pjrt {
@@ -49,6 +51,19 @@ PJRT_Event* Event::Then(const PJRT_Api* api, PJRT_Event* event,
   if (SY_PJRT_CALL(api, Event_OnReady, args.get()).ok()) return nullptr;
   delete continuation;
   return event;
+}
+
+void Event::Then(std::unique_ptr<Event> event, std::function<void(absl::Status)> done) {
+  if (event == nullptr) {
+    done(absl::OkStatus());
+    return;
+  }
+  auto shared = std::make_shared<std::function<void(absl::Status)>>(std::move(done));
+  PJRT_Event* raw = std::exchange(event->event_, nullptr);
+  PJRT_Event* back = Then(event->api_, raw, [shared](absl::Status status) { (*shared)(status); });
+  if (back == nullptr) return;
+  Event owned(event->api_, back);
+  (*shared)(owned.Await());
 }
 
 }  // namespace switchyard::pjrt

@@ -29,6 +29,8 @@ class Event {
   // the caller decides whether waiting for it here is safe.
   [[nodiscard]] static PJRT_Event* Then(const PJRT_Api* api, PJRT_Event* event,
                                         std::function<void(absl::Status)> done);
+  // The same for an owned event; one whose plugin cannot call back is waited for here.
+  static void Then(std::unique_ptr<Event> event, std::function<void(absl::Status)> done);
 
  private:
   const PJRT_Api* api_;

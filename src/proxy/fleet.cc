@@ -96,7 +96,18 @@ void Fleet::WatchLoop() {
   }
 }
 
+double Fleet::TenantShare(const std::string& tenant) const {
+  absl::MutexLock lock(&shares_mutex_);
+  auto it = shares_.find(tenant);
+  return it == shares_.end() ? 1.0 : it->second;
+}
+
 void Fleet::Apply(const switchyard::Fleet& fleet) {
+  {
+    absl::MutexLock lock(&shares_mutex_);
+    shares_ =
+        std::map<std::string, double>(fleet.tenant_shares().begin(), fleet.tenant_shares().end());
+  }
   std::vector<std::pair<WorkerConnection*, HostView>> updates;
   {
     absl::MutexLock lock(&mutex_);

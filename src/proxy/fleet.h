@@ -48,6 +48,9 @@ class Fleet {
   // it, and no two such launches in this proxy share one.
   int32_t NextLaunchId();
   const std::string& rm_address() const { return rm_address_; }
+  // `tenant`'s share of device time where sessions share slices (the RM's
+  // --tenant_shares; 1 for a tenant it does not name).
+  double TenantShare(const std::string& tenant) const ABSL_LOCKS_EXCLUDED(shares_mutex_);
 
  private:
   void WatchLoop();
@@ -66,6 +69,9 @@ class Fleet {
   std::map<int64_t, DeviceEntry> devices_ ABSL_GUARDED_BY(mutex_);
   std::map<HostKey, std::unique_ptr<WorkerConnection>> connections_ ABSL_GUARDED_BY(mutex_);
   std::atomic<uint32_t> launches_{0};
+  // Apart from `mutex_`: read on every launch.
+  mutable absl::Mutex shares_mutex_;
+  std::map<std::string, double> shares_ ABSL_GUARDED_BY(shares_mutex_);
   absl::Notification stop_;
   std::shared_ptr<grpc::ClientContext> watch_context_ ABSL_GUARDED_BY(mutex_);
   std::thread watcher_;

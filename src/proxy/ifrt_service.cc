@@ -182,6 +182,7 @@ grpc::Status IfrtService::IfrtSession(
   };
   SessionPolicy policy;
   policy.label = absl::StrCat(++sessions_opened_, " (", *tenant, ")");
+  if (options_.tokens.required()) policy.tenant = *tenant;
   policy.num_elastic_slices = options_.num_elastic_slices;
   policy.max_arrays = options_.session_max_arrays;
   SY_LOG(Info) << "session " << policy.label << " opened by " << context->peer() << " (protocol "

@@ -75,6 +75,9 @@ struct SessionPolicy {
   // Names the session in logs ("7 (alice)"). Never the session id: that id is all the
   // host-buffer RPCs carry.
   std::string label;
+  // The authenticated tenant whose device time the session's launches are (empty: no
+  // tenants are configured; the session is its own).
+  std::string tenant;
   // More than this many of the session's slices down at once fails the session (-1:
   // never).
   int num_elastic_slices = -1;

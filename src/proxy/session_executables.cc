@@ -520,12 +520,17 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   std::vector<std::vector<size_t>> positions(executable->parts.size());
   const bool multi_worker = executable->parts.size() > 1;
   const int32_t launch_id = multi_worker ? fleet_->NextLaunchId() : 0;
+  const double share = policy_.tenant.empty() ? 1.0 : fleet_->TenantShare(policy_.tenant);
   for (size_t p = 0; p < executable->parts.size(); ++p) {
     const ExecutablePart& part = executable->parts[p];
     ExecuteRequest* launch = launches[p].mutable_execute();
     launch->set_executable_id(part.worker_id);
     launch->set_launch_id(launch_id);
     launch->set_session(id_);
+    if (!policy_.tenant.empty()) {
+      launch->set_tenant(policy_.tenant);
+      launch->set_share(share);
+    }
     for (int64_t device : part.devices) {
       BufferIdList* arguments = launch->add_arguments();
       for (size_t i = 0; i < args.size(); ++i) {

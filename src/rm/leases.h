@@ -93,6 +93,7 @@ class Leases {
   LeaseTable Snapshot(absl::Time now) const;
   uint64_t version() const { return version_; }
   size_t size() const { return leases_.size(); }
+  const std::map<std::string, double>& tenant_shares() const { return options_.tenant_shares; }
 
  private:
   struct Lease {

@@ -279,10 +279,17 @@ grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatR
   return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now()));
 }
 
+Fleet RmService::FleetLocked() {
+  Fleet fleet = membership_.Snapshot(clock_->Now());
+  fleet.mutable_tenant_shares()->insert(leases_.tenant_shares().begin(),
+                                        leases_.tenant_shares().end());
+  return fleet;
+}
+
 grpc::Status RmService::GetFleet(grpc::ServerContext* context, const GetFleetRequest* request,
                                  Fleet* response) {
   absl::MutexLock lock(&mutex_);
-  *response = membership_.Snapshot(clock_->Now());
+  *response = FleetLocked();
   return grpc::Status::OK;
 }
 
@@ -312,7 +319,7 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
       mutex_.AwaitWithTimeout(absl::Condition(&changed), absl::Seconds(1));
       if (stopping_ || context->IsCancelled()) return grpc::Status::OK;
       if (membership_.version() == sent) continue;
-      fleet = membership_.Snapshot(clock_->Now());
+      fleet = FleetLocked();
       sent = fleet.version();
     }
     if (!writer->Write(fleet)) return grpc::Status::OK;

@@ -60,6 +60,8 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
  private:
   void SweepLoop();
+  // The fleet as proxies see it: membership, and the tenants' shares.
+  Fleet FleetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Places what the queue allows (after any change to leases or the fleet) and logs it.
   void PlaceLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Registers under the lock, evicting `*holder` first if set; on ALREADY_EXISTS sets

@@ -1,5 +1,6 @@
 #include "worker/executor.h"
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/dimension_order.h"
@@ -357,24 +358,48 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       held.push_back(std::move(stored));
     }
   }
-  absl::MutexLock serial(&multi_device_mutex_);  // launches start one at a time
-  if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
-    multi_device_inflight_.Await();
-    multi_device_inflight_ = InFlight();
+  if (request.tenant().size() > static_cast<size_t>(limits::kTenantNameMax)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tenant names are at most ", limits::kTenantNameMax, " bytes"));
   }
-  if (window_.size() >= static_cast<size_t>(limits::kLaunchWindow)) {
-    // Full: wait until half of it is done. One wait for the middle launch first (those
-    // before it are mostly done by then), so a queue of dependent launches costs this
-    // thread one wakeup per half window, not one per launch.
-    const size_t keep = limits::kLaunchWindow / 2;
-    window_[window_.size() - keep - 1].Await();
-    while (window_.size() > keep) {
-      window_.front().Await();
-      window_.pop_front();
-    }
-  }
+  const bool multi_device = num_devices > 1;
+  const bool multi_host = request.launch_id() != 0;
+  // Held back while flows compete only if waiting cannot deadlock: a multi-host part
+  // may wait in a collective for its peers, and a launch with host callbacks for the
+  // client, neither for this worker's other launches.
+  const bool plain = host_devices_ && !multi_host && context == nullptr;
+  FairShare::Request fair;
+  fair.flow = !request.tenant().empty() ? absl::StrCat("tenant ", request.tenant())
+              : request.session() != 0  ? absl::StrCat("session ", request.session())
+                                        : absl::StrCat("owner ", owner);
+  fair.account = request.tenant();
+  fair.share = request.share();
+  fair.program = request.executable_id();
+  fair.devices.assign(executable->device_ordinals().begin(), executable->device_ordinals().end());
+  fair.in_order = multi_host;
+  Gate& gate = *gate_;
+  uint64_t ticket = 0;
   {
-    // Checked last: the launch may have waited for room meanwhile.
+    absl::MutexLock lock(&gate.mutex);
+    ticket = gate.fair.Arrive(std::move(fair));
+    auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate.mutex) {
+      if (gate.starting || gate.full || gate.fair.Next() != ticket) return false;
+      if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
+      if (multi_device && host_devices_ && gate.multi_device_running) return false;
+      return !(plain && gate.fair.active_flows() > 1 && gate.plain_in_flight > 0);
+    };
+    gate.mutex.Await(absl::Condition(&turn));
+    gate.fair.Start(ticket, absl::Now());
+    gate.starting = true;
+  }
+  bool handed_over = false;
+  absl::Cleanup started = [&] {
+    absl::MutexLock lock(&gate.mutex);
+    gate.starting = false;
+    if (!handed_over) gate.fair.Withdraw(ticket);
+  };
+  {
+    // Checked last: the launch may have waited for its turn meanwhile.
     absl::MutexLock lock(&mutex_);
     if (request.session() != 0 && cancelled_.contains(request.session())) {
       return absl::CancelledError("the session that launched it has ended");
@@ -387,26 +412,72 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
                                      " failed: ", launch.status().message()));
   }
   ++executions_;
+  {
+    absl::MutexLock lock(&gate.mutex);
+    handed_over = true;
+    ++gate.in_flight;
+    if (plain) ++gate.plain_in_flight;
+    if (gate.in_flight >= limits::kLaunchWindow) gate.full = true;
+    if (multi_device && host_devices_) gate.multi_device_running = true;
+  }
+  std::move(started).Invoke();
+  // Done once every device's part is; the context lives until then (custom calls use it).
+  struct Pending {
+    std::atomic<size_t> left;
+    std::shared_ptr<pjrt::ExecuteContext> context;
+  };
+  std::vector<std::unique_ptr<pjrt::Event>> awaited;
+  if (request.wait()) {
+    awaited = std::move(launch->completions);
+  } else if (launch->completions.empty()) {
+    Finished(gate, ticket, plain, multi_device);
+  } else {
+    auto pending = std::make_shared<Pending>();
+    pending->left = launch->completions.size();
+    pending->context = context;
+    for (auto& completion : launch->completions) {
+      pjrt::Event::Then(std::move(completion),
+                        [gate = gate_, pending, ticket, plain, multi_device](absl::Status) {
+                          if (--pending->left > 0) return;
+                          pending->context.reset();
+                          Finished(*gate, ticket, plain, multi_device);
+                        });
+    }
+  }
   absl::Status status;
   for (size_t d = 0; d < num_devices; ++d) {
-    SY_ASSIGN_OR_RETURN(int64_t device_id, devices_->GlobalIdOf(executable->device_ordinals()[d]));
+    absl::StatusOr<int64_t> device_id = devices_->GlobalIdOf(executable->device_ordinals()[d]);
     for (size_t o = 0; o < num_outputs; ++o) {
-      absl::Status added = buffers_->Add(request.outputs(d).ids(o), device_id,
-                                         std::move(launch->outputs[d][o]), owner);
+      absl::Status added = device_id.status();
+      if (added.ok()) {
+        added = buffers_->Add(request.outputs(d).ids(o), *device_id,
+                              std::move(launch->outputs[d][o]), owner);
+      }
       if (status.ok()) status = added;
     }
   }
   if (request.wait()) {
-    for (auto& completion : launch->completions) {
+    for (auto& completion : awaited) {
       absl::Status done = completion->Await();
       if (status.ok()) status = done;
     }
-  } else if (num_devices > 1 && one_multi_device_launch_at_a_time_) {
-    multi_device_inflight_ = InFlight{std::move(launch->completions), std::move(context)};
-  } else {
-    window_.push_back(InFlight{std::move(launch->completions), std::move(context)});
+    Finished(gate, ticket, plain, multi_device);
   }
   return status;
+}
+
+void Executor::Finished(Gate& gate, uint64_t ticket, bool plain, bool multi_device) {
+  absl::MutexLock lock(&gate.mutex);
+  gate.fair.Finish(ticket, absl::Now());
+  --gate.in_flight;
+  if (plain) --gate.plain_in_flight;
+  if (gate.in_flight <= limits::kLaunchWindow / 2) gate.full = false;
+  if (multi_device) gate.multi_device_running = false;
+}
+
+std::map<std::string, double> Executor::DeviceSeconds() const {
+  absl::MutexLock lock(&gate_->mutex);
+  return gate_->fair.served();
 }
 
 absl::StatusOr<DescribeProgramResponse> Executor::Describe(uint64_t executable_id) const {
@@ -440,6 +511,8 @@ std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
   for (uint64_t id : ids) {
     if (executables_.erase(id) == 0) not_found.push_back(id);
   }
+  absl::MutexLock gate(&gate_->mutex);
+  for (uint64_t id : ids) gate_->fair.Forget(id);
   return not_found;
 }
 
@@ -460,6 +533,10 @@ int64_t Executor::DeleteOwned(uint64_t owner) {
   absl::MutexLock lock(&mutex_);
   for (auto it = executables_.begin(); it != executables_.end();) {
     if (it->second.owner == owner) {
+      {
+        absl::MutexLock gate(&gate_->mutex);
+        gate_->fair.Forget(it->first);
+      }
       doomed.push_back(std::move(it->second.executable));
       executables_.erase(it++);
     } else {

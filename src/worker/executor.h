@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <deque>
+#include <map>
+#include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -19,6 +21,7 @@
 #include "switchyard/worker.pb.h"
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
+#include "worker/fair_share.h"
 #include "worker/host_callbacks.h"
 
 namespace switchyard::worker {
@@ -33,7 +36,7 @@ class Executor {
         devices_(devices),
         buffers_(buffers),
         callbacks_(callbacks),
-        one_multi_device_launch_at_a_time_(client->platform_name() == "cpu") {}
+        host_devices_(client->platform_name() == "cpu") {}
 
   // Compiles through `cache` (which must outlive the executor) from now on: a program
   // compiled before, by this plugin build for the same devices, is loaded instead.
@@ -67,6 +70,8 @@ class Executor {
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t executions() const { return executions_.load(); }
+  // Device seconds of finished launches, by tenant ("": sessions without one).
+  std::map<std::string, double> DeviceSeconds() const;
 
  private:
   // `buffer` in the device layout of dimension order `minor_to_major` (empty: the
@@ -100,14 +105,28 @@ class Executor {
     // plugin did not say; as for every array it makes, major-to-minor).
     std::vector<std::vector<int64_t>> parameter_layouts;
   };
-  // A launch handed to the plugin, with what its custom calls use while it runs.
-  struct InFlight {
-    std::vector<std::unique_ptr<pjrt::Event>> completions;
-    std::shared_ptr<pjrt::ExecuteContext> context;
-    void Await() {
-      for (auto& event : completions) (void)event->Await();
-    }
+  // Launches waiting for the devices, in their fair order (see FairShare), and those
+  // handed to the plugin. Shared with the completion callbacks, which run on plugin
+  // threads and may come after the executor is gone.
+  struct Gate {
+    absl::Mutex mutex;
+    FairShare fair ABSL_GUARDED_BY(mutex);
+    // Handed to the plugin and not finished. At most kLaunchWindow, and past two at
+    // most kLaunchQueueMs of estimated device time: the rest wait in their operation
+    // streams, where a cancelled session's launches can still be dropped (the plugin's
+    // queue cannot be undone) and others' launches can go first.
+    int64_t in_flight ABSL_GUARDED_BY(mutex) = 0;
+    // Of those, the launches that may be held back while flows compete (see Launch).
+    int64_t plain_in_flight ABSL_GUARDED_BY(mutex) = 0;
+    // The window filled: nothing more goes until half of it is done, so a queue of
+    // dependent launches costs a waiting thread one wakeup per half window.
+    bool full ABSL_GUARDED_BY(mutex) = false;
+    bool starting ABSL_GUARDED_BY(mutex) = false;  // one launch is handed over at a time
+    bool multi_device_running ABSL_GUARDED_BY(mutex) = false;
   };
+  // Launch `ticket` is done (all its devices): frees its place and charges its flow.
+  static void Finished(Gate& gate, uint64_t ticket, bool plain, bool multi_device);
+
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
   // The XLA CPU client runs a multi-device launch's device parts on a small shared
@@ -115,13 +134,11 @@ class Executor {
   // hold every thread while waiting in a collective for a part that has no thread left
   // (a rendezvous deadlock). So on CPU a multi-device launch starts once the previous
   // one is done. GPUs run collectives on device streams and need no such wait.
-  const bool one_multi_device_launch_at_a_time_;
-  absl::Mutex multi_device_mutex_;
-  InFlight multi_device_inflight_ ABSL_GUARDED_BY(multi_device_mutex_);
-  // Launches handed to the plugin and maybe not finished, oldest first. At most
-  // kLaunchWindow of them: the rest wait in the operation stream, where a cancelled
-  // session's launches can still be dropped (the plugin's queue cannot be undone).
-  std::deque<InFlight> window_ ABSL_GUARDED_BY(multi_device_mutex_);
+  // The CPU client also runs independent launches side by side on the host's cores,
+  // so while flows compete, one launch at a time is what makes the order of admission
+  // the order of service (GPUs serve a device's launches in order anyway).
+  const bool host_devices_;
+  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
   std::deque<uint64_t> cancelled_order_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mutex_);
 };

@@ -211,6 +211,11 @@ class WorkerServerImpl final : public WorkerServer {
              executor_->executions())
         .Add("switchyard_worker_registered", "gauge", "1 once the resource manager admitted us.",
              devices_->registered() ? 1 : 0);
+    for (const auto& [tenant, seconds] : executor_->DeviceSeconds()) {
+      text.Add("switchyard_worker_device_seconds_total", "counter",
+               "Device time of finished launches, by tenant (\"\": sessions without one).", seconds,
+               MetricLabel("tenant", tenant));
+    }
     if (compile_cache_ != nullptr) {
       const compile_cache::Counters c = compile_cache_->counters();
       text.Add("switchyard_compile_cache_hits_total", "counter",

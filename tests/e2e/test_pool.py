@@ -306,3 +306,77 @@ def test_status_shows_leases_and_the_queue(pool, clients):
                          capture_output=True, text=True, timeout=30, check=True).stdout
     assert "4 leases held, 1 queued" in out, out
     assert "queued#1" in out and "proxy session" in out, out
+
+
+# Keeps the session's one device busy with a chain of programs until a line on stdin
+# (double-buffered: the next round is dispatched before the last is waited for).
+LOADER = textwrap.dedent("""
+    import sys, threading
+    import switchyard
+    switchyard.initialize()
+    import jax, jax.numpy as jnp, numpy as np
+    f = jax.jit(lambda x: jnp.tanh(x @ x) * 0.5)
+    x = jax.device_put(np.eye(384, dtype=np.float32), jax.devices()[0])
+    f(x).block_until_ready()
+    stop = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+    print("READY", flush=True)
+    last = None
+    while not stop.is_set():
+        for _ in range(16):
+            x = f(x)
+        if last is not None:
+            last.block_until_ready()
+        last = x
+    x.block_until_ready()
+""")
+
+
+def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path):
+    """Two tenants, each through a proxy of its own (no leases), keep one device busy;
+    with the RM's --tenant_shares=light:1,heavy:3 the worker gives `heavy` about three
+    times the device time of `light`. A loose bound: this checks the mechanism, from the
+    RM's flag through the proxy to the worker's order of launches; bench/run.py --only
+    shares measures it."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{tenant} sha256:{hashlib.sha256(tenant.encode()).hexdigest()}\n"
+                              for tenant in ("light", "heavy")))
+    http_port = free_port()
+    first = start_pool(spawn, plugin, 1, "--tenant_shares=light:1,heavy:3",
+                       f"--metrics_port={http_port}", virtual_slices="",
+                       proxy_flags=(f"--tokens_file={tokens}",))
+    port = free_port()
+    second = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={first.rm.address}",
+                   f"--tokens_file={tokens}")
+    second.wait_for("IFRT proxy server started with status OK")
+    address = fleet(first.rm.address)["slices"][0]["hosts"][0]["address"]
+    loaders = []
+    for tenant, target in (("light", first.target), ("heavy", f"grpc://127.0.0.1:{port}")):
+        env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target,
+               "SWITCHYARD_TOKEN": tenant}
+        env.pop("SWITCHYARD_VIRTUAL_SLICES", None)
+        loaders.append(subprocess.Popen([sys.executable, "-c", LOADER], env=env, text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    try:
+        for loader in loaders:
+            assert loader.stdout.readline().strip() == "READY"
+        from switchyard.worker_client import WorkerClient
+        with WorkerClient(address) as worker:
+            time.sleep(1)  # both loaded
+            before = dict(worker.stats().device_seconds)
+            time.sleep(4)
+            after = dict(worker.stats().device_seconds)
+        for loader in loaders:
+            loader.communicate("stop\n", timeout=60)
+            assert loader.returncode == 0
+    finally:
+        for loader in loaders:
+            loader.kill()
+    light = after["light"] - before.get("light", 0)
+    heavy = after["heavy"] - before.get("heavy", 0)
+    assert light > 0 and 2.0 < heavy / light < 4.5, (light, heavy)
+    # The RM's dashboard shows the same account.
+    import urllib.request
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as r:
+        shown = json.load(r)["stats"][address]["device_seconds"]
+    assert shown["heavy"] >= after["heavy"] and shown["light"] >= after["light"], shown
