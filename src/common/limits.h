@@ -72,14 +72,18 @@ inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).
 inline constexpr int64_t kLaunchWindow = 32;
-// Past two launches, the estimated device time a worker lets queue in its plugin: a
-// tenant whose launch arrives waits behind at most about this much of another's work.
+// Past two launches, the estimated device time a worker lets queue in its plugin while
+// tenants compete: one whose launch arrives waits behind at most about this much of
+// another's work. (A tenant alone has the whole window.)
 inline constexpr int64_t kLaunchQueueMs = 10;
 // Tenants a worker keeps device time for, and the longest tenant name a launch may
-// carry: a proxy naming more is accounted under one "other" entry (the names come
-// from the operator's tokens file; the bound is against a faulty proxy).
+// carry (a tokens file's names are at most 64): past the first, device time is added
+// up under one "(other)" entry. The names come from the operator's tokens file; the
+// bounds are against a faulty proxy.
 inline constexpr int64_t kTenantsAccountedMax = 1024;
-inline constexpr int64_t kTenantNameMax = 256;
+inline constexpr int64_t kTenantNameMax = 64;
+// Finished launches a worker lists in its stats (the dashboard's recent programs).
+inline constexpr int64_t kRecentLaunchesKept = 32;
 // The longest a device thread waits for the client to answer a host callback (a
 // debug.print takes microseconds; an io_callback loading data, seconds). The call
 // fails earlier when the proxy's stream or the client goes away.

@@ -42,10 +42,14 @@ constexpr char kPage[] = R"html(<!doctype html>
 <h2>Hosts</h2>
 <table id="hosts"><thead><tr><th>slice</th><th>host</th><th>address</th><th>health</th>
   <th>devices</th><th>held by</th><th>buffers</th><th>buffer MiB</th><th>executables</th>
-  <th>executions</th><th>device s</th></tr></thead><tbody></tbody></table>
+  <th>executions</th><th>device s</th><th>busy s by device</th></tr></thead><tbody></tbody>
+</table>
 <h2>Device time by tenant</h2>
 <table id="tenants"><thead><tr><th>tenant</th><th>device s</th><th>part</th></tr></thead>
   <tbody></tbody></table>
+<h2>Recent programs</h2>
+<table id="recent"><thead><tr><th>finished</th><th>host</th><th>program</th><th>tenant</th>
+  <th>device ms</th></tr></thead><tbody></tbody></table>
 <h2>Leases</h2>
 <table id="leases"><thead><tr><th>lease</th><th>state</th><th>tenant</th><th>asked</th>
   <th>slices</th><th>age</th><th>owner</th></tr></thead><tbody></tbody></table>
@@ -76,7 +80,7 @@ function render(status) {
     for (const s of lease.slice_indices || []) holder[s] = lease.tenant + " #" + lease.lease_id;
   }
   let hosts = 0, healthy = 0, devices = 0;
-  const rows = [], tenants = {};
+  const rows = [], tenants = new Map();
   const sum = m => Object.values(m || {}).reduce((a, b) => a + b, 0);
   for (const slice of fleet.slices || []) {
     for (const host of slice.hosts || []) {
@@ -90,17 +94,27 @@ function render(status) {
                      holder[slice.slice_index] || "",
                      s ? s.buffers : "", s ? (s.buffer_bytes / 1048576).toFixed(1) : "",
                      s ? s.executables : "", s ? s.executions : "",
-                     s ? sum(s.device_seconds).toFixed(1) : ""],
+                     s ? sum(s.device_seconds).toFixed(1) : "",
+                     s ? Object.entries(s.device_busy_seconds || {}).map(
+                             ([d, v]) => d + ": " + v.toFixed(1)).join(", ") : ""],
                     {"data-host": slice.slice_index + "/" + host.host_index,
                      "data-health": host.healthy ? "healthy" : "down"}));
     }
   }
   fill("hosts", rows);
   for (const s of Object.values(stats)) {
-    for (const [t, v] of Object.entries(s.device_seconds || {})) tenants[t] = (tenants[t] || 0) + v;
+    for (const [t, v] of Object.entries(s.device_seconds || {})) tenants.set(t, (tenants.get(t) || 0) + v);
   }
-  const total = sum(tenants);
-  fill("tenants", Object.entries(tenants).sort((a, b) => b[1] - a[1]).map(
+  const total = [...tenants.values()].reduce((a, b) => a + b, 0);
+  const recent = [];
+  for (const [address, s] of Object.entries(stats)) {
+    for (const r of s.recent_launches || []) recent.push([address, r]);
+  }
+  recent.sort((a, b) => Number(b[1].finished_unix_ms) - Number(a[1].finished_unix_ms));
+  fill("recent", recent.slice(0, 20).map(([address, r]) => row([
+      new Date(Number(r.finished_unix_ms)).toLocaleTimeString(), address, r.program,
+      r.tenant || "", ((r.device_seconds || 0) * 1e3).toFixed(2)])));
+  fill("tenants", [...tenants.entries()].sort((a, b) => b[1] - a[1]).map(
       ([t, v]) => row([t || "(sessions without a tenant)", v.toFixed(1),
                        total > 0 ? (100 * v / total).toFixed(1) + "%" : ""])));
   const held = leases.held || [], queued = leases.queued || [];

@@ -52,9 +52,10 @@ absl::StatusOr<std::map<std::string, Value>> ParseTenantValues(
 
 absl::StatusOr<std::map<std::string, double>> ParseTenantShares(const std::string& text) {
   return ParseTenantValues<double>(
-      text, "--tenant_shares", "TENANT:SHARE with a share above 0 (e.g. alice:1,bob:2)",
+      text, "--tenant_shares",
+      "TENANT:SHARE with a share from 0.001 to 1000000 (e.g. alice:1,bob:2)",
       [](absl::string_view text, double* share) {
-        return absl::SimpleAtod(text, share) && *share > 0 && *share <= 1e6;
+        return absl::SimpleAtod(text, share) && *share >= 1e-3 && *share <= 1e6;
       });
 }
 

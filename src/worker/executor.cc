@@ -1,6 +1,7 @@
 #include "worker/executor.h"
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/dimension_order.h"
@@ -20,6 +21,18 @@ namespace {
 
 // The compile option under which switchyard.initialize() names its host-callback key.
 constexpr char kHostCallbackOption[] = "switchyard_host_callbacks";
+
+// What a proxy may name as a launch's tenant (empty: none): the characters of the
+// tokens file's names, so they are safe in metric labels and on the dashboard.
+bool IsTenantName(const std::string& name) {
+  if (name.size() > static_cast<size_t>(limits::kTenantNameMax)) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -307,6 +320,10 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     callback_key = it->second.callback_key;
     parameter_layouts = it->second.parameter_layouts;
   }
+  if (!IsTenantName(request.tenant())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a tenant name is up to ", limits::kTenantNameMax, " letters, digits, '-', '_' or '.'"));
+  }
   std::shared_ptr<pjrt::ExecuteContext> context;
   if (!callback_key.empty()) {
     if (stream == nullptr) {
@@ -358,16 +375,8 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       held.push_back(std::move(stored));
     }
   }
-  if (request.tenant().size() > static_cast<size_t>(limits::kTenantNameMax)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tenant names are at most ", limits::kTenantNameMax, " bytes"));
-  }
   const bool multi_device = num_devices > 1;
   const bool multi_host = request.launch_id() != 0;
-  // Held back while flows compete only if waiting cannot deadlock: a multi-host part
-  // may wait in a collective for its peers, and a launch with host callbacks for the
-  // client, neither for this worker's other launches.
-  const bool plain = host_devices_ && !multi_host && context == nullptr;
   FairShare::Request fair;
   fair.flow = !request.tenant().empty() ? absl::StrCat("tenant ", request.tenant())
               : request.session() != 0  ? absl::StrCat("session ", request.session())
@@ -376,17 +385,28 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   fair.share = request.share();
   fair.program = request.executable_id();
   fair.devices.assign(executable->device_ordinals().begin(), executable->device_ordinals().end());
-  fair.in_order = multi_host;
+  // Never reordered nor held back for others: a multi-host part may wait in a
+  // collective for its peers, which every host must start in the same order, and a
+  // launch with host callbacks may wait on the client.
+  fair.in_order = multi_host || context != nullptr;
+  // On CPU, held to one at a time while flows compete (see host_devices_).
+  const bool plain = host_devices_ && !fair.in_order;
+  const bool in_order = fair.in_order;
   Gate& gate = *gate_;
   uint64_t ticket = 0;
   {
     absl::MutexLock lock(&gate.mutex);
     ticket = gate.fair.Arrive(std::move(fair));
     auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate.mutex) {
-      if (gate.starting || gate.full || gate.fair.Next() != ticket) return false;
-      if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
+      if (gate.starting || gate.full) return false;
       if (multi_device && host_devices_ && gate.multi_device_running) return false;
-      return !(plain && gate.fair.active_flows() > 1 && gate.plain_in_flight > 0);
+      if (in_order) return gate.fair.NextInOrder() == ticket;
+      if (gate.fair.NextInOrder() != 0 || gate.fair.Next() != ticket) return false;
+      // Held back only for another flow's sake: alone, a flow keeps the whole window
+      // (a chain of launches waiting on transfers would otherwise queue behind itself).
+      if (gate.fair.active_flows() < 2) return true;
+      if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
+      return !(plain && gate.plain_in_flight > 0);
     };
     gate.mutex.Await(absl::Condition(&turn));
     gate.fair.Start(ticket, absl::Now());
@@ -398,6 +418,16 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     gate.starting = false;
     if (!handed_over) gate.fair.Withdraw(ticket);
   };
+  // Frees the launch's place and charges it once nothing refers to it: after the
+  // handover, when the last device part is done and this call has returned (also by an
+  // exception), so that no path leaves the gate waiting for it.
+  auto finish = std::make_shared<FinishOnce>();
+  finish->gate = gate_;
+  finish->ticket = ticket;
+  finish->plain = plain;
+  finish->multi_device = multi_device;
+  finish->executable = executable;
+  finish->tenant = request.tenant();
   {
     // Checked last: the launch may have waited for its turn meanwhile.
     absl::MutexLock lock(&mutex_);
@@ -415,6 +445,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   {
     absl::MutexLock lock(&gate.mutex);
     handed_over = true;
+    finish->armed = true;
     ++gate.in_flight;
     if (plain) ++gate.plain_in_flight;
     if (gate.in_flight >= limits::kLaunchWindow) gate.full = true;
@@ -425,23 +456,22 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   struct Pending {
     std::atomic<size_t> left;
     std::shared_ptr<pjrt::ExecuteContext> context;
+    std::shared_ptr<FinishOnce> finish;
   };
   std::vector<std::unique_ptr<pjrt::Event>> awaited;
   if (request.wait()) {
     awaited = std::move(launch->completions);
-  } else if (launch->completions.empty()) {
-    Finished(gate, ticket, plain, multi_device);
-  } else {
+  } else if (!launch->completions.empty()) {
     auto pending = std::make_shared<Pending>();
     pending->left = launch->completions.size();
     pending->context = context;
+    pending->finish = finish;
     for (auto& completion : launch->completions) {
-      pjrt::Event::Then(std::move(completion),
-                        [gate = gate_, pending, ticket, plain, multi_device](absl::Status) {
-                          if (--pending->left > 0) return;
-                          pending->context.reset();
-                          Finished(*gate, ticket, plain, multi_device);
-                        });
+      pjrt::Event::Then(std::move(completion), [pending](absl::Status) {
+        if (--pending->left > 0) return;
+        pending->context.reset();
+        pending->finish.reset();
+      });
     }
   }
   absl::Status status;
@@ -456,28 +486,42 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       if (status.ok()) status = added;
     }
   }
-  if (request.wait()) {
-    for (auto& completion : awaited) {
-      absl::Status done = completion->Await();
-      if (status.ok()) status = done;
-    }
-    Finished(gate, ticket, plain, multi_device);
+  for (auto& completion : awaited) {
+    absl::Status done = completion->Await();
+    if (status.ok()) status = done;
   }
   return status;
 }
 
-void Executor::Finished(Gate& gate, uint64_t ticket, bool plain, bool multi_device) {
-  absl::MutexLock lock(&gate.mutex);
-  gate.fair.Finish(ticket, absl::Now());
-  --gate.in_flight;
-  if (plain) --gate.plain_in_flight;
-  if (gate.in_flight <= limits::kLaunchWindow / 2) gate.full = false;
-  if (multi_device) gate.multi_device_running = false;
+Executor::FinishOnce::~FinishOnce() {
+  if (!armed) return;
+  const absl::Time now = absl::Now();
+  absl::MutexLock lock(&gate->mutex);
+  RecentLaunch recent;
+  recent.set_device_seconds(gate->fair.Finish(ticket, now));
+  recent.set_program(executable->name());
+  recent.set_tenant(tenant);
+  recent.set_finished_unix_ms(absl::ToUnixMillis(now));
+  gate->recent.push_front(std::move(recent));
+  if (gate->recent.size() > static_cast<size_t>(limits::kRecentLaunchesKept)) {
+    gate->recent.pop_back();
+  }
+  --gate->in_flight;
+  if (plain) --gate->plain_in_flight;
+  if (gate->in_flight <= limits::kLaunchWindow / 2) gate->full = false;
+  if (multi_device) gate->multi_device_running = false;
 }
 
-std::map<std::string, double> Executor::DeviceSeconds() const {
+void Executor::AddStats(WorkerStats* stats) const {
   absl::MutexLock lock(&gate_->mutex);
-  return gate_->fair.served();
+  for (const auto& [tenant, seconds] : gate_->fair.served()) {
+    (*stats->mutable_device_seconds())[tenant] = seconds;
+  }
+  for (const auto& [ordinal, seconds] : gate_->fair.busy()) {
+    auto global = devices_->GlobalIdOf(ordinal);
+    if (global.ok()) (*stats->mutable_device_busy_seconds())[*global] = seconds;
+  }
+  for (const RecentLaunch& recent : gate_->recent) *stats->add_recent_launches() = recent;
 }
 
 absl::StatusOr<DescribeProgramResponse> Executor::Describe(uint64_t executable_id) const {

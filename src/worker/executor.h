@@ -70,8 +70,9 @@ class Executor {
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t executions() const { return executions_.load(); }
-  // Device seconds of finished launches, by tenant ("": sessions without one).
-  std::map<std::string, double> DeviceSeconds() const;
+  // Adds what the finished launches took to `stats`: device seconds by tenant, busy
+  // seconds by device, and the latest launches.
+  void AddStats(WorkerStats* stats) const;
 
  private:
   // `buffer` in the device layout of dimension order `minor_to_major` (empty: the
@@ -111,10 +112,11 @@ class Executor {
   struct Gate {
     absl::Mutex mutex;
     FairShare fair ABSL_GUARDED_BY(mutex);
-    // Handed to the plugin and not finished. At most kLaunchWindow, and past two at
-    // most kLaunchQueueMs of estimated device time: the rest wait in their operation
-    // streams, where a cancelled session's launches can still be dropped (the plugin's
-    // queue cannot be undone) and others' launches can go first.
+    // Handed to the plugin and not finished. At most kLaunchWindow, and while flows
+    // compete, past two about kLaunchQueueMs of estimated device time
+    // (FairShare::queued): the rest wait
+    // in their operation streams, where a cancelled session's launches can still be
+    // dropped (the plugin's queue cannot be undone) and others' launches can go first.
     int64_t in_flight ABSL_GUARDED_BY(mutex) = 0;
     // Of those, the launches that may be held back while flows compete (see Launch).
     int64_t plain_in_flight ABSL_GUARDED_BY(mutex) = 0;
@@ -123,9 +125,20 @@ class Executor {
     bool full ABSL_GUARDED_BY(mutex) = false;
     bool starting ABSL_GUARDED_BY(mutex) = false;  // one launch is handed over at a time
     bool multi_device_running ABSL_GUARDED_BY(mutex) = false;
+    std::deque<RecentLaunch> recent ABSL_GUARDED_BY(mutex);  // newest first
   };
-  // Launch `ticket` is done (all its devices): frees its place and charges its flow.
-  static void Finished(Gate& gate, uint64_t ticket, bool plain, bool multi_device);
+  // A launch handed to the plugin is done (all its devices) once this is destroyed,
+  // if armed: its place is freed, its flow charged and the launch listed as recent.
+  struct FinishOnce {
+    ~FinishOnce();
+    std::shared_ptr<Gate> gate;
+    uint64_t ticket = 0;
+    bool plain = false;
+    bool multi_device = false;
+    std::shared_ptr<const pjrt::Executable> executable;  // for its name
+    std::string tenant;
+    std::atomic<bool> armed{false};
+  };
 
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};

@@ -1,6 +1,7 @@
 #include "worker/fair_share.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "common/limits.h"
@@ -17,7 +18,8 @@ constexpr size_t kFlowsSwept = 64;
 }  // namespace
 
 uint64_t FairShare::Arrive(Request request) {
-  if (!(request.share > 0)) request.share = 1;  // also NaN
+  request.share = std::isnan(request.share) ? 1 : std::clamp(request.share, kShareMin, kShareMax);
+  cost_.try_emplace(request.program, -1.0);
   const uint64_t id = next_id_++;
   Flow& flow = flows_[request.flow];
   Launch launch;
@@ -41,7 +43,7 @@ uint64_t FairShare::Next() const {
   const Launch* best = nullptr;
   uint64_t best_id = 0;
   for (const auto& [id, launch] : launches_) {
-    if (launch.started) continue;
+    if (launch.started || launch.request.in_order) continue;
     if (best == nullptr || launch.start < best->start ||
         (launch.start == best->start && launch.order < best->order)) {
       best = &launch;
@@ -51,12 +53,21 @@ uint64_t FairShare::Next() const {
   return best_id;
 }
 
+uint64_t FairShare::NextInOrder() const {
+  uint64_t first = 0;
+  for (const auto& [id, launch] : launches_) {
+    if (!launch.started && launch.request.in_order && (first == 0 || id < first)) first = id;
+  }
+  return first;
+}
+
 void FairShare::Start(uint64_t id, absl::Time now) {
   auto it = launches_.find(id);
   if (it == launches_.end() || it->second.started) return;
   it->second.started = true;
   it->second.started_at = now;
-  it->second.queued = Estimate(it->second.request.program);
+  it->second.queued =
+      Estimate(it->second.request.program) / std::max<size_t>(1, it->second.request.devices.size());
   queued_ += it->second.queued;
   --waiting_;
   virtual_time_ = std::max(virtual_time_, it->second.start);
@@ -67,9 +78,9 @@ void FairShare::Start(uint64_t id, absl::Time now) {
   }
 }
 
-void FairShare::Finish(uint64_t id, absl::Time now) {
+double FairShare::Finish(uint64_t id, absl::Time now) {
   auto it = launches_.find(id);
-  if (it == launches_.end() || !it->second.started) return;
+  if (it == launches_.end() || !it->second.started) return 0;
   Launch& launch = it->second;
   absl::Time began = launch.started_at;
   for (int device : launch.request.devices) {
@@ -78,22 +89,23 @@ void FairShare::Finish(uint64_t id, absl::Time now) {
     last_finish_[device] = std::max(now, last == last_finish_.end() ? now : last->second);
   }
   const double devices = std::max<size_t>(1, launch.request.devices.size());
-  const double took = std::max(0.0, absl::ToDoubleSeconds(now - began)) * devices;
+  const double wall = std::max(0.0, absl::ToDoubleSeconds(now - began));
+  const double took = wall * devices;
+  for (int device : launch.request.devices) busy_[device] += wall;
   auto account = served_.find(launch.request.account);
   if (account == served_.end()) {
     const bool room = served_.size() < static_cast<size_t>(limits::kTenantsAccountedMax);
-    account = served_.emplace(room ? launch.request.account : "other", 0.0).first;
+    account = served_.emplace(room ? launch.request.account : kOtherAccount, 0.0).first;
   }
   account->second += took;
-  auto cost = cost_.find(launch.request.program);
-  if (cost == cost_.end()) {
-    cost_.emplace(launch.request.program, took);
-  } else {
-    cost->second += kCostWeight * (took - cost->second);
+  // Only programs that still exist: a deleted one's entry must not come back.
+  if (auto cost = cost_.find(launch.request.program); cost != cost_.end()) {
+    cost->second = cost->second < 0 ? took : cost->second + kCostWeight * (took - cost->second);
   }
   Flow& flow = flows_[launch.request.flow];
   flow.finish += took / launch.request.share - launch.charged;
   Release(id);
+  return took;
 }
 
 void FairShare::Withdraw(uint64_t id) {
@@ -106,7 +118,7 @@ void FairShare::Withdraw(uint64_t id) {
 
 double FairShare::Estimate(uint64_t program) const {
   auto it = cost_.find(program);
-  return it == cost_.end() ? 0 : it->second;
+  return it == cost_.end() || it->second < 0 ? 0 : it->second;
 }
 
 void FairShare::Release(uint64_t id) {

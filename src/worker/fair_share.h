@@ -7,15 +7,17 @@
 // A launch that asks to go gets the start tag max(virtual time, its flow's finish
 // tag), and moves the finish tag on by its estimated device time over the flow's
 // share; launches go in start-tag order (ties: first come), and the virtual time is
-// the start tag of the launch that went last. A flow that was idle starts at most
+// the highest start tag of the launches that went. A flow that was idle starts at most
 // kLag behind the virtual time: it keeps what it missed while its next launch was on
 // the way (a client or proxy short of CPU for a moment), not what it left unused for
 // longer. When a launch finishes,
 // its flow is charged what it really took in place of the estimate. The estimate of
-// a program is the mean of its recent launches.
+// a program is a moving average of its launches (the latest weighs a quarter).
 //
 // Only launches that wait are reordered: the order matters when the devices are busy
-// and several flows have launches ready, which is when shares matter.
+// and several flows have launches ready, which is when shares matter. Launches that
+// must not be reordered (`in_order`) go first come, first served, among themselves
+// and ahead of the others (NextInOrder); they are charged all the same.
 //
 // Pure logic: time is passed in. Not thread-safe (the executor locks around it).
 
@@ -34,6 +36,11 @@ class FairShare {
   // In virtual seconds (device seconds per unit of share): a flow of share 2 coming
   // back may go ahead of the others for up to 100 ms of its own device time.
   static constexpr double kLag = 0.05;
+  // Shares outside this range would make tags infinite or lose their precision.
+  static constexpr double kShareMin = 1e-3;
+  static constexpr double kShareMax = 1e6;
+  // Where device time of accounts past kTenantsAccountedMax goes (no tenant's name).
+  static constexpr char kOtherAccount[] = "(other)";
 
   struct Request {
     std::string flow;          // who is charged: tenant, or a session's own key
@@ -41,33 +48,44 @@ class FairShare {
     double share = 1;          // > 0; others are taken as 1
     uint64_t program = 0;      // what it runs: launches of one program cost alike
     std::vector<int> devices;  // the device ordinals it occupies
-    bool in_order = false;     // not to be overtaken (a multi-host launch's part)
+    // Not to be overtaken: a multi-host launch's part (every host must run them in the
+    // order they came, or their collectives wait on each other), or a launch that may
+    // wait on the client (host callbacks).
+    bool in_order = false;
   };
 
   // Registers a launch that wants to go; returns its id (never 0).
   uint64_t Arrive(Request request);
-  // The waiting launch that goes next (lowest start tag, then first come); 0: none.
+  // The waiting launch, not in order, that goes next (lowest start tag, then first
+  // come); 0: none.
   uint64_t Next() const;
+  // The first come of the waiting in-order launches; 0: none.
+  uint64_t NextInOrder() const;
   // Launch `id` (waiting) goes to the devices at `now`.
   void Start(uint64_t id, absl::Time now);
   // Launch `id` (started) finished at `now`. Its devices were its own from the later
   // of its start and the last finish on any of them (they run launches in order):
-  // that time, times the number of devices, is what its flow is charged.
-  void Finish(uint64_t id, absl::Time now);
+  // that time, times the number of devices, is what its flow is charged, and what this
+  // returns (0 for an unknown id).
+  double Finish(uint64_t id, absl::Time now);
   // Launch `id` (waiting or started) will not run or not be measured: it is dropped,
   // and its flow is given back its estimate.
   void Withdraw(uint64_t id);
-  // Forgets what `program`'s launches cost (it was deleted).
+  // Forgets what `program`'s launches cost (it was deleted); launches of it that
+  // finish later are charged but not measured.
   void Forget(uint64_t program) { cost_.erase(program); }
 
   size_t waiting() const { return waiting_; }
   // Flows with launches waiting or started: more than one means they compete.
   size_t active_flows() const { return active_flows_; }
-  // The estimated device seconds of the launches started and not finished.
+  // The estimated time the launches started and not finished keep their devices busy
+  // (each launch's estimate over its number of devices).
   double queued() const { return queued_; }
   // Device seconds of finished launches, by account (past kTenantsAccountedMax
-  // accounts, new ones are added up under "other").
+  // accounts, new ones are added up under kOtherAccount).
   const std::map<std::string, double>& served() const { return served_; }
+  // Seconds each device ordinal was busy with finished launches.
+  const std::map<int, double>& busy() const { return busy_; }
   // The estimated device seconds of a launch of `program` (0 until one finished).
   double Estimate(uint64_t program) const;
 
@@ -97,6 +115,7 @@ class FairShare {
   absl::flat_hash_map<uint64_t, double> cost_;        // program -> mean device seconds
   absl::flat_hash_map<int, absl::Time> last_finish_;  // device ordinal -> time
   std::map<std::string, double> served_;
+  std::map<int, double> busy_;
 };
 
 }  // namespace switchyard::worker

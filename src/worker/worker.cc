@@ -211,10 +211,17 @@ class WorkerServerImpl final : public WorkerServer {
              executor_->executions())
         .Add("switchyard_worker_registered", "gauge", "1 once the resource manager admitted us.",
              devices_->registered() ? 1 : 0);
-    for (const auto& [tenant, seconds] : executor_->DeviceSeconds()) {
+    WorkerStats stats;
+    executor_->AddStats(&stats);
+    for (const auto& [tenant, seconds] : stats.device_seconds()) {
       text.Add("switchyard_worker_device_seconds_total", "counter",
                "Device time of finished launches, by tenant (\"\": sessions without one).", seconds,
                MetricLabel("tenant", tenant));
+    }
+    for (const auto& [device, seconds] : stats.device_busy_seconds()) {
+      text.Add("switchyard_worker_device_busy_seconds_total", "counter",
+               "Time each device (global id) was busy with finished launches.", seconds,
+               MetricLabel("device", absl::StrCat(device)));
     }
     if (compile_cache_ != nullptr) {
       const compile_cache::Counters c = compile_cache_->counters();

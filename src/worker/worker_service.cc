@@ -421,9 +421,7 @@ grpc::Status WorkerService::GetStats(grpc::ServerContext* context, const GetStat
   response->set_buffer_bytes(buffers_->bytes());
   response->set_executables(executor_->size());
   response->set_executions(executor_->executions());
-  for (const auto& [tenant, seconds] : executor_->DeviceSeconds()) {
-    (*response->mutable_device_seconds())[tenant] = seconds;
-  }
+  executor_->AddStats(response);
   absl::MutexLock lock(&leases_mutex_);
   response->set_owners(leases_.size());
   return grpc::Status::OK;

@@ -375,8 +375,14 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path):
     light = after["light"] - before.get("light", 0)
     heavy = after["heavy"] - before.get("heavy", 0)
     assert light > 0 and 2.0 < heavy / light < 4.5, (light, heavy)
-    # The RM's dashboard shows the same account.
+    # The RM's dashboard shows the same account, each device's busy time, and the
+    # latest programs with their tenants.
     import urllib.request
     with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as r:
-        shown = json.load(r)["stats"][address]["device_seconds"]
-    assert shown["heavy"] >= after["heavy"] and shown["light"] >= after["light"], shown
+        shown = json.load(r)["stats"][address]
+    seconds = shown["device_seconds"]
+    assert seconds["heavy"] >= after["heavy"] and seconds["light"] >= after["light"], seconds
+    assert float(shown["device_busy_seconds"]["0"]) >= 0.9 * (light + heavy), shown
+    recent = shown["recent_launches"]
+    assert recent and {r["tenant"] for r in recent} <= {"light", "heavy"}, recent
+    assert all("lambda" in r["program"] and r["device_seconds"] > 0 for r in recent), recent

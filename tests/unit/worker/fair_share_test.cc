@@ -139,22 +139,53 @@ TEST(FairShareTest, AnIdleTenantBanksLittle) {
   EXPECT_NEAR(a_runs, (rounds - b_first) / 2, 2);
 }
 
-TEST(FairShareTest, AMultiHostPartIsNotOvertaken) {
+TEST(FairShareTest, InOrderLaunchesGoFirstComeFirstServed) {
   FairShare fair;
   const absl::Time now = absl::FromUnixSeconds(1000);
-  // `a` is far ahead of the virtual time: its ordinary launch would wait for `b`'s.
+  // `a` is far ahead of the virtual time: its ordinary launch waits for `b`'s.
   const uint64_t first = fair.Arrive({"a", "a", 1, 1, {0}});
   fair.Start(first, now);
   fair.Finish(first, now + absl::Seconds(1));
-  fair.Arrive({"b", "b", 1, 2, {0}});
+  const uint64_t b = fair.Arrive({"b", "b", 1, 2, {0}});
   const uint64_t ordinary = fair.Arrive({"a", "a", 1, 1, {0}});
-  EXPECT_NE(fair.Next(), ordinary);
+  EXPECT_EQ(fair.Next(), b);
+  // Multi-host parts are not in the fair order at all: the first come goes first,
+  // whatever its flow has been served.
+  EXPECT_EQ(fair.NextInOrder(), 0u);
   const uint64_t part = fair.Arrive({"a", "a", 1, 3, {0}, /*in_order=*/true});
-  EXPECT_NE(fair.Next(), ordinary);
+  const uint64_t later = fair.Arrive({"b", "b", 1, 4, {0}, /*in_order=*/true});
+  EXPECT_EQ(fair.NextInOrder(), part);
+  EXPECT_EQ(fair.Next(), b);
+  fair.Start(part, now + absl::Seconds(1));
+  EXPECT_EQ(fair.NextInOrder(), later);
+  fair.Withdraw(later);
   fair.Withdraw(ordinary);
-  // Among in-order launches and those at the virtual time, first come goes first.
-  fair.Withdraw(fair.Next());
-  EXPECT_EQ(fair.Next(), part);
+  EXPECT_EQ(fair.NextInOrder(), 0u);
+  EXPECT_EQ(fair.Next(), b);
+}
+
+TEST(FairShareTest, ADeletedProgramIsNotMeasuredAgain) {
+  FairShare fair;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const uint64_t id = fair.Arrive({"a", "a", 1, 7, {0}});
+  fair.Start(id, now);
+  fair.Forget(7);  // deleted while its launch runs
+  fair.Finish(id, now + absl::Milliseconds(4));
+  EXPECT_EQ(fair.Estimate(7), 0);
+  EXPECT_DOUBLE_EQ(fair.served().at("a"), 0.004);  // still charged
+}
+
+TEST(FairShareTest, TheQueueIsTimePerDevice) {
+  FairShare fair;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  uint64_t id = fair.Arrive({"a", "a", 1, 7, {0, 1, 2, 3}});
+  fair.Start(id, now);
+  fair.Finish(id, now + absl::Milliseconds(2));  // 8 device-ms
+  id = fair.Arrive({"a", "a", 1, 7, {0, 1, 2, 3}});
+  fair.Start(id, now + absl::Milliseconds(2));
+  EXPECT_DOUBLE_EQ(fair.queued(), 0.002);  // keeps its devices 2 ms
+  fair.Withdraw(id);
+  EXPECT_EQ(fair.queued(), 0);
 }
 
 TEST(FairShareTest, EstimatesAreChargedAtArrivalAndCorrectedAtFinish) {
@@ -183,9 +214,11 @@ TEST(FairShareTest, OverlappingLaunchesAreChargedTheirOwnPart) {
   fair.Finish(a, now + absl::Milliseconds(3));
   // `b` queued behind `a` on device 0: its own time there began when `a` finished;
   // it held two devices.
-  fair.Finish(b, now + absl::Milliseconds(5));
+  EXPECT_DOUBLE_EQ(fair.Finish(b, now + absl::Milliseconds(5)), 0.004);
   EXPECT_DOUBLE_EQ(fair.served().at("a"), 0.003);
   EXPECT_DOUBLE_EQ(fair.served().at("b"), 0.004);
+  EXPECT_DOUBLE_EQ(fair.busy().at(0), 0.005);
+  EXPECT_DOUBLE_EQ(fair.busy().at(1), 0.002);
 }
 
 TEST(FairShareTest, WithdrawnLaunchesLeaveNothingBehind) {
@@ -213,18 +246,25 @@ TEST(FairShareTest, AccountsAreBounded) {
     fair.Finish(id, now);
   }
   EXPECT_LE(fair.served().size(), 1025u);
-  EXPECT_TRUE(fair.served().contains("other"));
+  EXPECT_TRUE(fair.served().contains(FairShare::kOtherAccount));
 }
 
-TEST(FairShareTest, BadSharesCountAsOne) {
+TEST(FairShareTest, SharesAreKeptInRange) {
   FairShare fair;
+  // NaN counts as 1; zero, tiny and infinite shares are clamped, so no tag becomes
+  // infinite or NaN and every flow keeps being served.
   auto served = Serve(fair,
-                      {{"zero", 0, absl::Milliseconds(1)},
-                       {"nan", std::nan(""), absl::Milliseconds(1)},
-                       {"one", 1, absl::Milliseconds(1)}},
-                      absl::Seconds(3));
-  EXPECT_NEAR(served["zero"] / Total(served), 1.0 / 3, 0.01);
-  EXPECT_NEAR(served["nan"] / Total(served), 1.0 / 3, 0.01);
+                      {{"nan", std::nan(""), absl::Milliseconds(1)},
+                       {"one", 1, absl::Milliseconds(1)},
+                       {"zero", 0, absl::Milliseconds(1)},
+                       {"tiny", 1e-300, absl::Milliseconds(1)},
+                       {"inf", INFINITY, absl::Milliseconds(1)}},
+                      absl::Seconds(30));
+  EXPECT_NEAR(served["nan"] / served["one"], 1, 0.05);
+  EXPECT_GT(served["zero"], 0);
+  EXPECT_GT(served["tiny"], 0);
+  EXPECT_LT(served["inf"], Total(served));
+  for (const auto& [name, seconds] : served) EXPECT_TRUE(std::isfinite(seconds)) << name;
 }
 
 }  // namespace
