@@ -404,7 +404,9 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       if (gate.fair.NextInOrder() != 0 || gate.fair.Next() != ticket) return false;
       // Held back only for another flow's sake: alone, a flow keeps the whole window
       // (a chain of launches waiting on transfers would otherwise queue behind itself).
-      if (gate.fair.active_flows() < 2) return true;
+      // A flow counts a moment after its last launch too, so that it does not find a
+      // window full of the others' work each time its client is a little late.
+      if (gate.fair.Competing(absl::Now()) < 2) return true;
       if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
       return !(plain && gate.plain_in_flight > 0);
     };

@@ -102,6 +102,10 @@ double FairShare::Finish(uint64_t id, absl::Time now) {
   if (auto cost = cost_.find(launch.request.program); cost != cost_.end()) {
     cost->second = cost->second < 0 ? took : cost->second + kCostWeight * (took - cost->second);
   }
+  if (finished_at_.size() >= kFlowsSwept) {
+    absl::erase_if(finished_at_, [&](const auto& entry) { return now - entry.second > kRecent; });
+  }
+  finished_at_[launch.request.flow] = now;
   Flow& flow = flows_[launch.request.flow];
   flow.finish += took / launch.request.share - launch.charged;
   Release(id);
@@ -114,6 +118,16 @@ void FairShare::Withdraw(uint64_t id) {
   if (!it->second.started) --waiting_;
   flows_[it->second.request.flow].finish -= it->second.charged;
   Release(id);
+}
+
+size_t FairShare::Competing(absl::Time now) const {
+  size_t competing = active_flows_;
+  for (const auto& [name, at] : finished_at_) {
+    if (now - at > kRecent) continue;
+    auto flow = flows_.find(name);
+    if (flow == flows_.end() || flow->second.launches == 0) ++competing;
+  }
+  return competing;
 }
 
 double FairShare::Estimate(uint64_t program) const {

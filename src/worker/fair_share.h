@@ -36,6 +36,7 @@ class FairShare {
   // In virtual seconds (device seconds per unit of share): a flow of share 2 coming
   // back may go ahead of the others for up to 100 ms of its own device time.
   static constexpr double kLag = 0.05;
+  static constexpr absl::Duration kRecent = absl::Milliseconds(50);
   // Shares outside this range would make tags infinite or lose their precision.
   static constexpr double kShareMin = 1e-3;
   static constexpr double kShareMax = 1e6;
@@ -78,6 +79,9 @@ class FairShare {
   size_t waiting() const { return waiting_; }
   // Flows with launches waiting or started: more than one means they compete.
   size_t active_flows() const { return active_flows_; }
+  // Those, and flows whose last launch finished within kRecent before `now`: a flow
+  // between two launches (its client issuing the next) still competes.
+  size_t Competing(absl::Time now) const;
   // The estimated time the launches started and not finished keep their devices busy
   // (each launch's estimate over its number of devices).
   double queued() const { return queued_; }
@@ -116,6 +120,7 @@ class FairShare {
   absl::flat_hash_map<int, absl::Time> last_finish_;  // device ordinal -> time
   std::map<std::string, double> served_;
   std::map<int, double> busy_;
+  absl::flat_hash_map<std::string, absl::Time> finished_at_;  // flow -> its last finish
 };
 
 }  // namespace switchyard::worker

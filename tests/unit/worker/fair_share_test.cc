@@ -249,6 +249,21 @@ TEST(FairShareTest, AccountsAreBounded) {
   EXPECT_TRUE(fair.served().contains(FairShare::kOtherAccount));
 }
 
+TEST(FairShareTest, AFlowCompetesAMomentAfterItsLastLaunch) {
+  FairShare fair;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const uint64_t a = fair.Arrive({"a", "a", 1, 1, {0}});
+  const uint64_t b = fair.Arrive({"b", "b", 1, 2, {0}});
+  EXPECT_EQ(fair.Competing(now), 2u);
+  fair.Start(a, now);
+  fair.Finish(a, now + absl::Milliseconds(1));
+  EXPECT_EQ(fair.active_flows(), 1u);
+  EXPECT_EQ(fair.Competing(now + absl::Milliseconds(2)), 2u);  // `a` is between launches
+  EXPECT_EQ(fair.Competing(now + absl::Milliseconds(1) + FairShare::kRecent * 2), 1u);
+  fair.Withdraw(b);
+  EXPECT_EQ(fair.Competing(now + absl::Seconds(1)), 0u);
+}
+
 TEST(FairShareTest, SharesAreKeptInRange) {
   FairShare fair;
   // NaN counts as 1; zero, tiny and infinite shares are clamped, so no tag becomes
