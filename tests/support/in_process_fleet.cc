@@ -19,7 +19,9 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
     return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
   rm::RmOptions rm_options = rm::DefaultRmOptions();
   rm_options.listen_host = kInProcessHost;
-  rm_options.heartbeat_period = absl::Milliseconds(100);
+  // Short, so a lost worker is seen soon; not so short that a worker slowed by a
+  // sanitizer on a loaded machine misses four in a row (100 ms did under TSan).
+  rm_options.heartbeat_period = absl::Milliseconds(250);
   auto rm = rm::ResourceManagerServer::Start(rm_options);
   if (!rm.ok()) return rm.status();
   rm_ = *std::move(rm);
