@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
+#include "common/tenant_name.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -24,14 +25,6 @@ bool IsHash(absl::string_view text) {
   }
   for (char c : text) {
     if (!absl::ascii_isxdigit(c) || absl::ascii_isupper(c)) return false;
-  }
-  return true;
-}
-
-bool IsTenantName(absl::string_view name) {
-  if (name.empty() || name.size() > 64) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') return false;
   }
   return true;
 }

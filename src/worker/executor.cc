@@ -1,7 +1,6 @@
 #include "worker/executor.h"
 
 #include "absl/cleanup/cleanup.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/dimension_order.h"
@@ -9,6 +8,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/tenant_name.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
 #include "worker/embedded_jaxlib.h"
@@ -21,18 +21,6 @@ namespace {
 
 // The compile option under which switchyard.initialize() names its host-callback key.
 constexpr char kHostCallbackOption[] = "switchyard_host_callbacks";
-
-// What a proxy may name as a launch's tenant (empty: none): the characters of the
-// tokens file's names, so they are safe in metric labels and on the dashboard.
-bool IsTenantName(const std::string& name) {
-  if (name.size() > static_cast<size_t>(limits::kTenantNameMax)) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') {
-      return false;
-    }
-  }
-  return true;
-}
 
 }  // namespace
 
@@ -320,7 +308,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     callback_key = it->second.callback_key;
     parameter_layouts = it->second.parameter_layouts;
   }
-  if (!IsTenantName(request.tenant())) {
+  if (!request.tenant().empty() && !IsTenantName(request.tenant())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a tenant name is up to ", limits::kTenantNameMax, " letters, digits, '-', '_' or '.'"));
   }
