@@ -69,6 +69,7 @@ const std::vector<CommandHelp>& Commands() {
         "gcs_scratch_location",
         "storage_mount_root",
         "compilation_cache_max_bytes",
+        "metrics_port",
         "tls_ca_file",
         "tls_cert_file",
         "tls_key_file"}},

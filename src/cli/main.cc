@@ -37,7 +37,8 @@ ABSL_FLAG(std::string, gcs_scratch_location, "",
           "directory, file://DIR, or gs://BUCKET/DIR or s3://BUCKET/DIR under "
           "--storage_mount_root. Workers use it; rm and proxy check it. Empty: no cache");
 ABSL_FLAG(std::string, storage_mount_root, "",
-          "Where buckets are mounted (e.g. the gcsfuse CSI mount): gs://b/d is <root>/b/d");
+          "Where buckets are mounted (e.g. the gcsfuse CSI mount): gs://b/d is <root>/b/d. "
+          "For the compilation cache, checkpoints (persistence) and profiles");
 
 ABSL_FLAG(std::string, tls_ca_file, "",
           "Mutual TLS between rm, proxies, workers and `status`: the fleet's CA certificate "

@@ -310,11 +310,17 @@ int RunUp(const char* argv0) {
     args.insert(args.end(), shared.begin(), shared.end());
     return args;
   };
+  // --metrics_port=P: the proxy serves metrics on P, the rm on P+1, worker i on P+2+i
+  // (0: each a free port, logged).
+  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  auto metrics_flag = [metrics_port](int offset) {
+    return absl::StrCat("--metrics_port=", metrics_port > 0 ? metrics_port + offset : metrics_port);
+  };
 
   Cluster cluster(self_path);
   cluster.Start(
       "rm",
-      with_shared({"rm", absl::StrCat("--server_port=", rm_port),
+      with_shared({"rm", absl::StrCat("--server_port=", rm_port), metrics_flag(1),
                    absl::StrCat("--listen_host=", host), absl::StrCat("--state_file=", state_file),
                    absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
                    absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
@@ -329,7 +335,8 @@ int RunUp(const char* argv0) {
     cluster.Start(
         name,
         with_shared({"worker", absl::StrCat("--resource_manager_address=", rm_address),
-                     absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
+                     metrics_flag(2 + i), absl::StrCat("--server_port=", port),
+                     absl::StrCat("--listen_host=", host),
                      absl::StrCat("--slice_index=", i / hosts_per_slice),
                      absl::StrCat("--host_index=", i % hosts_per_slice),
                      absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
@@ -343,7 +350,7 @@ int RunUp(const char* argv0) {
   const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
   cluster.Start(
       "proxy",
-      with_shared({"proxy", absl::StrCat("--server_port=", proxy_port),
+      with_shared({"proxy", absl::StrCat("--server_port=", proxy_port), metrics_flag(0),
                    absl::StrCat("--listen_host=", host),
                    absl::StrCat("--resource_manager_address=", rm_address),
                    absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),

@@ -231,6 +231,7 @@ grpc::Status IfrtService::IfrtSession(
       activity->Asked();
       ++requests;
       ++requests_;
+      client_bytes_in_ += static_cast<int64_t>(request.ByteSizeLong());
       if (failed.ok()) failed = session.Health();
       if (failed.ok() && lease != nullptr) failed = lease->Held();
       if (!failed.ok()) {
@@ -294,7 +295,10 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   absl::Status received;
   w::GrpcHostBufferStoreRequest chunk;
-  while (received.ok() && reader->Read(&chunk)) received = (*buffer)->Append(chunk.data());
+  while (received.ok() && reader->Read(&chunk)) {
+    client_bytes_in_ += static_cast<int64_t>(chunk.data().size());
+    received = (*buffer)->Append(chunk.data());
+  }
   (*buffer)->Finish(received);
   absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
   if (!complete.ok()) {
@@ -326,6 +330,7 @@ grpc::Status IfrtService::HostBufferLookup(
     size_t n = std::min(kLookupChunkBytes, bytes.size() - offset);
     chunk.set_data(bytes.data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    client_bytes_out_ += static_cast<int64_t>(n);
     offset += n;
   } while (offset < bytes.size());
   return grpc::Status::OK;

@@ -95,6 +95,10 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
 
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t requests() const { return requests_.load(); }
+  // Bytes of requests and host buffers from clients, and of host buffers to them: what
+  // passes through the proxy (checkpoints written by the workers add nothing).
+  int64_t client_bytes_in() const { return client_bytes_in_.load(); }
+  int64_t client_bytes_out() const { return client_bytes_out_.load(); }
   int64_t sessions_opened() const { return sessions_opened_.load(); }
   int64_t sessions_refused() const { return sessions_refused_.load(); }
 
@@ -121,6 +125,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   Fleet* fleet_;
   const IfrtServiceOptions options_;
   std::atomic<int64_t> requests_{0};
+  std::atomic<int64_t> client_bytes_in_{0};
+  std::atomic<int64_t> client_bytes_out_{0};
   std::atomic<int64_t> sessions_opened_{0};
   std::atomic<int64_t> sessions_refused_{0};  // no valid token
   std::atomic<int64_t> last_refusal_logged_s_{0};

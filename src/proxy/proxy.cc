@@ -40,7 +40,13 @@ class ProxyServerImpl final : public ProxyServer {
                                    "Client sessions refused for want of a valid token.",
                                    service_->sessions_refused())
                               .Add("switchyard_proxy_requests_total", "counter",
-                                   "IFRT requests answered.", service_->requests());
+                                   "IFRT requests answered.", service_->requests())
+                              .Add("switchyard_proxy_client_bytes_total", "counter",
+                                   "Bytes of requests and host buffers from clients.",
+                                   service_->client_bytes_in(), MetricLabel("direction", "in"))
+                              .Add("switchyard_proxy_client_bytes_total", "counter",
+                                   "Bytes of host buffers to clients.",
+                                   service_->client_bytes_out(), MetricLabel("direction", "out"));
                           return text.str();
                         }));
     return absl::OkStatus();

@@ -15,6 +15,15 @@
 namespace switchyard::proxy {
 namespace {
 
+// The status future a CheckFuture or FetchExecuteResult request waits on; 0 for others.
+uint64_t FutureChecked(const wire::IfrtRequest& request) {
+  if (request.has_check_future_request()) return request.check_future_request().future_handle();
+  if (request.has_loaded_executable_fetch_execute_result_request()) {
+    return request.loaded_executable_fetch_execute_result_request().result_status_handle();
+  }
+  return 0;
+}
+
 // Handles the server mints start here; the client's stay below (common/types.h in
 // the IFRT proxy: kServerGeneratedHandlesMinValue).
 constexpr uint64_t kServerHandlesMin = uint64_t{1} << 48;
@@ -105,6 +114,7 @@ Session::~Session() {
   // Fetches still running answer nobody now; they stop at once. Launches not started
   // yet are dropped: nobody will read their outputs.
   calls_.CancelAll();
+  late_futures_->FailAll(absl::CancelledError("the session ended"));
   fetches_.Stop();
   compiles_.Stop();
   for (WorkerConnection* worker : workers_) {
@@ -194,6 +204,19 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
                                   request.request_metadata().op_id());
     });
     if (status.ok()) return std::nullopt;
+  } else if (const uint64_t future = FutureChecked(request);
+             future != 0 &&
+             late_futures_->Check(future, [sink = sink_, request](absl::Status status) {
+               AnswerLater(*sink, request.request_metadata().op_id(), status,
+                           [&](wire::IfrtResponse* answer) {
+                             if (request.has_check_future_request()) {
+                               answer->mutable_check_future_response();
+                             } else {
+                               answer->mutable_loaded_executable_fetch_execute_result_response();
+                             }
+                           });
+             })) {
+    return std::nullopt;  // answered when the future resolves
   } else if (request.has_compile_request()) {
     status = Guarded("Compile", [&] {
       return CompileLater(request.compile_request(), request.request_metadata().op_id());

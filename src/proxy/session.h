@@ -22,13 +22,15 @@
 
 #include "absl/status/statusor.h"
 #include "common/limits.h"
+#include "common/task_threads.h"
 #include "ifrt/ifrt_service.pb.h"
 #include "proxy/array_table.h"
 #include "proxy/call_set.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
+#include "proxy/late_futures.h"
+#include "proxy/plugin_program.h"
 #include "proxy/response_sink.h"
-#include "proxy/task_threads.h"
 #include "proxy/version.h"
 #include "proxy/worker_calls.h"
 #include "xla/xla_data.pb.h"
@@ -66,6 +68,9 @@ struct Executable {
   // Asked of the worker when the client first wants them (Worker.DescribeProgram); kept
   // once settled (an answer, or a refusal that asking again would not change).
   std::optional<absl::StatusOr<DescribeProgramResponse>> described;
+  // A plugin program (persistence, profiling, reshard): served by the proxy and the
+  // workers' own storage paths, never compiled; `parts` is empty.
+  std::shared_ptr<const PluginRequest> plugin;
 
   ~Executable();
 };
@@ -176,6 +181,19 @@ class Session {
                                         wire::LoadedExecutableMetadataResponse* response);
   absl::Status HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
                              wire::LoadedExecutableExecuteResponse* response);
+  // Plugin programs (session_plugin_programs.cc). The compile is answered at once.
+  absl::Status CompilePlugin(const wire::CompileRequest& request, uint64_t op_id);
+  absl::Status ExecutePlugin(const Executable& executable,
+                             const wire::LoadedExecutableExecuteRequest& request,
+                             wire::LoadedExecutableExecuteResponse* response);
+  // Each worker writes the shards it holds (one copy of each), straight to storage;
+  // `resolve` gets the first failure, or OK once every shard is written.
+  absl::Status WritePersisted(const PersistenceWrite& write,
+                              const std::vector<std::shared_ptr<Array>>& arrays,
+                              std::function<void(absl::Status)> resolve);
+  // Each device's worker reads its shard from storage, in any sharding.
+  absl::StatusOr<std::vector<std::shared_ptr<Array>>> ReadPersisted(
+      const PersistenceRead& read, std::function<void(absl::Status)> resolve);
   absl::Status HandleExecutableDestruct(const wire::LoadedExecutableDestructRequest& request);
   absl::Status HandleFetchExecuteResult(
       const wire::LoadedExecutableFetchExecuteResultRequest& request);
@@ -235,6 +253,9 @@ class Session {
   mutable absl::Mutex executables_mutex_;
   std::map<uint64_t, std::shared_ptr<Executable>> executables_ ABSL_GUARDED_BY(executables_mutex_);
   std::map<uint64_t, absl::Status> futures_;
+  // Resolved off the session thread (by worker answers, which may come after the
+  // session has ended: they hold it shared).
+  std::shared_ptr<LateFutures> late_futures_ = std::make_shared<LateFutures>();
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
   const SessionPolicy policy_;

@@ -106,6 +106,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::GetExecutable(uint64_t hand
 }
 
 absl::Status Session::CompileLater(const wire::CompileRequest& request, uint64_t op_id) {
+  if (request.program().type_name() == kPluginProgram) return CompilePlugin(request, op_id);
   if (request.program().type_name() != kXlaProgram) {
     return absl::UnimplementedError(absl::StrCat("Switchyard compiles XLA programs only, not '",
                                                  request.program().type_name(), "'"));
@@ -467,6 +468,7 @@ absl::StatusOr<const DescribeProgramResponse*> Session::Described(Executable& ex
 absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
                                     wire::LoadedExecutableExecuteResponse* response) {
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
+  if (executable->plugin != nullptr) return ExecutePlugin(*executable, request, response);
   const size_t num_devices = executable->devices.size();
   const size_t outputs = executable->output_dtypes.size();
   if (request.result_array_handle_size() != 0 &&

@@ -118,6 +118,8 @@ class WorkerServerImpl final : public WorkerServer {
         std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_, callbacks_.get());
     OpenCompileCache(options, *plugin);
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
+    storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), &buffers_,
+                                              options.storage_mount_root);
 
     WorkerIdentity identity;
     identity.slice_index = options.slice_index;
@@ -130,7 +132,7 @@ class WorkerServerImpl final : public WorkerServer {
                                     absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
                                                executor_.get(), transfers_.get(), &progress_,
-                                               callbacks_.get());
+                                               callbacks_.get(), storage_.get());
     // Frees what dead proxies made (their leases ran out).
     lease_sweeper_ = std::thread([this] {
       NameThisThread("sy-lease-sweep");
@@ -292,6 +294,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<compile_cache::CompileCache> compile_cache_;  // outlives the executor
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Transfers> transfers_;
+  std::unique_ptr<ShardStorage> storage_;  // its writers finish before the buffers go
   std::unique_ptr<WorkerService> service_;
   StartedServer server_;
   std::string address_;

@@ -39,6 +39,9 @@ struct WorkerOptions {
   // One that cannot be created or read leaves the worker compiling everything (logged).
   std::string compilation_cache_dir;
   int64_t compilation_cache_max_bytes = 0;  // 0: no cap
+  // Where gs:// and s3:// buckets are mounted, for checkpoint locations (gs://bucket/dir
+  // is <root>/bucket/dir); empty: only directories.
+  std::string storage_mount_root;
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();

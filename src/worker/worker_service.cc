@@ -351,6 +351,26 @@ grpc::Status WorkerService::Dispatch(
         executor_->Delete({request.delete_executables().executable_ids().begin(),
                            request.delete_executables().executable_ids().end()});
         break;
+      case DispatchRequest::kLoadShards:
+        status = storage_ == nullptr ? absl::UnimplementedError("this worker has no storage")
+                                     : Guarded("LoadShards", [&] {
+                                         return storage_->Load(request.load_shards(), owner);
+                                       });
+        break;
+      case DispatchRequest::kSaveShards: {
+        if (storage_ == nullptr) {
+          status = absl::UnimplementedError("this worker has no storage");
+          break;
+        }
+        // The buffers are taken now, in stream order; the answer comes once they are
+        // written, from a storage thread, without blocking the stream.
+        answers->AwaitStarted();
+        storage_->Save(request.save_shards(), [answers, seq](absl::Status result) {
+          answers->Respond(seq, result, /*awaited=*/true);
+        });
+        if (stream_id != 0) progress_->Advance(stream_id, seq);
+        continue;
+      }
       case DispatchRequest::kAwaitBuffers: {
         // Earlier operations on this stream have run, so the buffers exist (or their
         // errors do); answer when the last one is computed, without blocking the stream.

@@ -14,6 +14,7 @@
 #include "worker/executor.h"
 #include "worker/host_callbacks.h"
 #include "worker/owner_leases.h"
+#include "worker/shard_storage.h"
 #include "worker/stream_progress.h"
 #include "worker/transfers.h"
 
@@ -30,7 +31,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
  public:
   WorkerService(WorkerIdentity identity, const pjrt::Client* client, const DeviceMap* devices,
                 BufferStore* buffers, Executor* executor, Transfers* transfers,
-                StreamProgress* progress, HostCallbacks* callbacks = nullptr)
+                StreamProgress* progress, HostCallbacks* callbacks = nullptr,
+                ShardStorage* storage = nullptr)
       : identity_(std::move(identity)),
         client_(client),
         devices_(devices),
@@ -39,6 +41,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
         transfers_(transfers),
         progress_(progress),
         callbacks_(callbacks),
+        storage_(storage),
         leases_(absl::Milliseconds(limits::kOwnerLeaseGraceMs)) {}
 
   // The address is known only once the server has bound its port.
@@ -94,6 +97,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   Transfers* transfers_;
   StreamProgress* progress_;
   HostCallbacks* callbacks_;  // may be null
+  ShardStorage* storage_;     // may be null: saves and loads are refused
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };

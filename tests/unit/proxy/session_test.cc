@@ -299,7 +299,18 @@ TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   EXPECT_NE(Message(refused).find("device_ordinal"), std::string::npos) << Message(refused);
   wire::IfrtRequest plugin;
   plugin.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::PluginProgram");
-  EXPECT_EQ(Code(Answer(plugin)), absl::StatusCode::kUnimplemented);
+  plugin.mutable_compile_request()->mutable_compile_options()->set_type_name(
+      "xla::ifrt::PluginCompileOptions");
+  plugin.mutable_compile_request()->mutable_program()->set_data(
+      "__serialized_plugin_program {\"unknownRequest\": {}}");
+  wire::IfrtResponse unknown = Answer(plugin);
+  EXPECT_EQ(Code(unknown), absl::StatusCode::kInvalidArgument);
+  // The client matches this text.
+  EXPECT_NE(Message(unknown).find("Bad PluginProgram"), std::string::npos) << Message(unknown);
+  wire::IfrtRequest custom;
+  custom.mutable_compile_request()->mutable_program()->set_type_name(
+      "xla::ifrt::CustomCallProgram");
+  EXPECT_EQ(Code(Answer(custom)), absl::StatusCode::kUnimplemented);
 }
 
 TEST_F(SessionTest, CopiesMoveWorkerToWorkerAcrossSlices) {

@@ -1,4 +1,4 @@
-#include "proxy/task_threads.h"
+#include "common/task_threads.h"
 
 #include <atomic>
 #include <thread>
@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
-namespace switchyard::proxy {
+namespace switchyard {
 namespace {
 
 TEST(TaskThreadsTest, BlockingTasksRunSideBySideUpToTheLimitThenOnTheCaller) {
@@ -42,4 +42,4 @@ TEST(TaskThreadsTest, IdleThreadsTakeTheNextTasksAndStopRunsWhatIsQueued) {
 }
 
 }  // namespace
-}  // namespace switchyard::proxy
+}  // namespace switchyard

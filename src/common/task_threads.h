@@ -1,9 +1,9 @@
 #pragma once
 
-// Threads that run a session's blocking tasks (fetches) so that its request loop goes
-// on: a task goes to an idle thread, or to a new one while there are fewer than `max`;
-// otherwise `Run` runs it on the caller's thread (the client waits its turn). Idle
-// threads stay for the next task, so a task costs a wakeup, not a thread. Thread-safe.
+// Threads that run blocking tasks (a session's fetches, a worker's storage writes) so
+// that the loop handing them out goes on: a task goes to an idle thread, or to a new one while
+// there are fewer than `max`; otherwise `Run` runs it on the caller's thread (the client waits its
+// turn). Idle threads stay for the next task, so a task costs a wakeup, not a thread. Thread-safe.
 
 #include <deque>
 #include <functional>
@@ -13,7 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/thread_name.h"
 
-namespace switchyard::proxy {
+namespace switchyard {
 
 class TaskThreads {
  public:
@@ -80,4 +80,4 @@ class TaskThreads {
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
-}  // namespace switchyard::proxy
+}  // namespace switchyard
