@@ -82,7 +82,27 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
     # The workers keep their own compilation cache; the client's would try to
     # serialize proxy executables, which the proxy client cannot do.
     jax.config.update("jax_enable_compilation_cache", False)
+    if os.environ.get("ENABLE_PATHWAYS_PERSISTENCE") == "1":
+        _use_worker_checkpoints()
     _initialized = True
+
+
+def _use_worker_checkpoints() -> None:
+    """Orbax saves and restores jax.Arrays through Pathways' persistence API, as with
+    pathwaysutils: each worker writes and reads its own shards (docs/checkpoints.md)."""
+    import datetime
+
+    import jax
+    from orbax.checkpoint import type_handlers
+    from orbax.checkpoint._src.metadata import array_metadata_store
+    from orbax.checkpoint._src.serialization import cloud_pathways_array_handler
+
+    type_handlers.register_type_handler(
+        jax.Array,
+        cloud_pathways_array_handler.CloudPathwaysArrayHandler(
+            timeout=datetime.timedelta(hours=1),
+            array_metadata_store=array_metadata_store.Store()),
+        override=True)
 
 
 def shutdown() -> None:

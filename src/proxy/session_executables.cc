@@ -384,8 +384,16 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
     const std::vector<int64_t> dense = order.empty() ? MajorToMinor(rank) : order;
     layout->mutable_minor_to_major()->Add(dense.begin(), dense.end());
   };
-  auto* layouts = response->mutable_output_layouts_list();
-  for (size_t o = 0; o < outputs; ++o) {
+  // A reshard's or profile's outputs are known only when it runs: the default layouts.
+  const bool outputs_unknown = executable->plugin != nullptr &&
+                               !std::holds_alternative<PersistenceRead>(*executable->plugin) &&
+                               !std::holds_alternative<PersistenceWrite>(*executable->plugin);
+  if (outputs_unknown) {
+    *response->mutable_output_layouts_error() =
+        ToStatusProto(absl::UnimplementedError("the outputs have the default layouts"));
+  }
+  auto* layouts = outputs_unknown ? nullptr : response->mutable_output_layouts_list();
+  for (size_t o = 0; layouts != nullptr && o < outputs; ++o) {
     add_layout(o < executable->output_layouts.size() ? executable->output_layouts[o]
                                                      : std::vector<int64_t>(),
                executable->output_shard_dims[o].size(), layouts->add_layouts());

@@ -51,6 +51,12 @@ absl::Status Session::CompilePlugin(const wire::CompileRequest& request, uint64_
                                                    "' instead of ", kPluginCompileOptions));
   }
   SY_ASSIGN_OR_RETURN(PluginRequest plugin, ParsePluginProgram(request.program().data()));
+  if (std::holds_alternative<ProfileRequest>(plugin)) {
+    // Not "Bad PluginProgram": pathwaysutils reads that as an old server image.
+    return absl::UnimplementedError(
+        "Switchyard does not take profiles of its servers yet (pathwaysutils' start_trace); "
+        "jax.profiler.start_trace without pathwaysutils.initialize() traces the client");
+  }
   auto executable = std::make_shared<Executable>();
   executable->name = absl::StrCat("switchyard ", PluginRequestName(plugin));
   if (const auto* write = std::get_if<PersistenceWrite>(&plugin)) {
@@ -143,7 +149,7 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
     }
     futures_[status_handle] = absl::OkStatus();  // errors travel with the outputs
   } else {
-    return absl::UnimplementedError("profiling is not served yet");
+    return absl::UnimplementedError("profiles are not taken yet");
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     const uint64_t handle = o < static_cast<size_t>(request.result_array_handle_size())
