@@ -90,7 +90,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
-    parser.add_argument("--only", choices=["compile_cache", "pool", "shares"],
+    parser.add_argument("--only", choices=["checkpoint", "compile_cache", "pool", "shares"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -98,7 +98,10 @@ def main():
                 "shares": ("device time by tenant shares", lambda: [
                     shares(5 if args.quick else 15, w) for w in ((1, 1, 1, 1), (1, 2, 4, 8))],
                     render_shares),
-                "compile_cache": ("compilation cache", compile_cache, render_compile_cache)}
+                "compile_cache": ("compilation cache", compile_cache, render_compile_cache),
+                "checkpoint": ("checkpoints written by the workers",
+                               lambda: checkpoint([16, 64] if args.quick else [16, 64, 256]),
+                               render_checkpoint)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -361,6 +364,101 @@ def render_shares(r):
                          f"{(m / total_m) / (w / total_w):.2f} | {s / total_s:.1%} |")
         busy = total_s / (4 * run["wall_s"])
         lines.append(f"| {label} | all | | devices busy {busy:.0%} | | |")
+    return "\n".join(lines) + "\n"
+
+
+def proxy_client_bytes(port):
+    """The proxy's switchyard_proxy_client_bytes_total, by direction."""
+    import urllib.request
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("switchyard_proxy_client_bytes_total{"):
+            direction = line.split('direction="')[1].split('"')[0]
+            out[direction] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def _write_file(path, size):
+    chunk = os.urandom(1 << 20)
+    with open(path, "wb") as f:
+        left = size
+        while left > 0:
+            left -= f.write(chunk[:min(left, len(chunk))])
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _read_file(path, size):
+    with open(path, "rb") as f:
+        while f.read(1 << 24):
+            pass
+
+
+def plain_files(directory, total_bytes, writers=2, files=8):
+    """The baseline: the same bytes as `files` files written (write + fsync) and read
+    back by `writers` processes, as a worker host's own file I/O would."""
+    import concurrent.futures
+    import functools
+    import tempfile
+    root = tempfile.mkdtemp(dir=directory)
+    paths = [os.path.join(root, str(i)) for i in range(files)]
+    timings = {}
+    with concurrent.futures.ProcessPoolExecutor(writers) as pool:
+        for name, fn in (("write_s", _write_file), ("read_s", _read_file)):
+            started = time.perf_counter()
+            list(pool.map(functools.partial(fn, size=total_bytes // files), paths))
+            timings[name] = time.perf_counter() - started
+    return timings
+
+
+def checkpoint(sizes_mib):
+    """Orbax saves and restores of a state made on the workers, by size: seconds, the
+    bytes the proxy handled, and plain file I/O of the same bytes."""
+    import tempfile
+    results = []
+    for mib in sizes_mib:
+        port = switchyard.cluster.free_port()
+        with tempfile.TemporaryDirectory() as directory, switchyard.LocalCluster(
+                workers=2, devices_per_worker=4, flags=(f"--metrics_port={port}",)) as c:
+            process = subprocess.Popen([sys.executable, str(HERE / "checkpoint_cases.py"), directory,
+                                        str(mib)], env={**os.environ, **c.env()}, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            before = proxy_client_bytes(port)
+            line = process.stdout.readline()
+            assert line.startswith("SAVED"), line
+            after_save = proxy_client_bytes(port)
+            process.stdin.write("\n")
+            process.stdin.flush()
+            out, _ = process.communicate(timeout=900)
+            after_restore = proxy_client_bytes(port)
+            result = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            result["mib"] = mib
+            result["proxy_bytes_save"] = sum(after_save.values()) - sum(before.values())
+            result["proxy_bytes_restore"] = sum(after_restore.values()) - sum(after_save.values())
+            result["plain"] = plain_files(directory, result["bytes"])
+            results.append(result)
+            print(f"checkpoint {mib} MiB: {result}", flush=True)
+    return results
+
+
+def render_checkpoint(r):
+    lines = ["## Checkpoints written and read by the workers (Orbax, persistence API)\n",
+             "A state of f32 arrays made on the workers (2 slices x 4 devices, half on each), "
+             "saved with Orbax's `StandardCheckpointer` under `ENABLE_PATHWAYS_PERSISTENCE=1` and "
+             "restored onto the same shardings, against writing the same bytes as 8 files with "
+             "plain file I/O (write + fsync, 2 processes: one per worker host) and reading them "
+             "back. Proxy bytes: what passed between the client and the proxy during each.\n",
+             "| state | save s | MB/s | plain write MB/s | ratio | restore s | MB/s | plain read "
+             "MB/s | ratio | proxy bytes, save | proxy bytes, restore |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in r["checkpoint"]:
+        mb = c["bytes"] / 1e6
+        w, rd = mb / c["save_s"], mb / c["restore_s"]
+        pw, pr = mb / c["plain"]["write_s"], mb / c["plain"]["read_s"]
+        lines.append(f"| {c['mib']} MiB | {c['save_s']:.2f} | {w:.0f} | {pw:.0f} | {w / pw:.2f}x | "
+                     f"{c['restore_s']:.2f} | {rd:.0f} | {pr:.0f} | {rd / pr:.2f}x | "
+                     f"{c['proxy_bytes_save'] / 1e3:.0f} kB | {c['proxy_bytes_restore'] / 1e3:.0f} kB |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -38,6 +39,32 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
     if (n == 0) return out;
     out.append(buffer, n);
   }
+}
+
+absl::Status ReadFileInto(const std::string& path, absl::Span<char> out) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no file ", path));
+    return Errno("cannot open", path);
+  }
+  absl::Cleanup closer = [fd] { close(fd); };
+  struct stat info;
+  if (fstat(fd, &info) != 0) return Errno("cannot stat", path);
+  if (static_cast<uint64_t>(info.st_size) != out.size()) {
+    return absl::OutOfRangeError(
+        absl::StrCat(path, " has ", info.st_size, " bytes, not ", out.size()));
+  }
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = read(fd, out.data() + done, out.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Errno("cannot read", path);
+    }
+    if (n == 0) return absl::OutOfRangeError(absl::StrCat(path, " ended early"));
+    done += static_cast<size_t>(n);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {

@@ -8,11 +8,17 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 
 namespace switchyard {
 
 // NOT_FOUND if there is no such file; UNAVAILABLE for other I/O errors.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+
+// Reads the whole file into `out`, which must be exactly its size: NOT_FOUND if there is
+// no such file; OUT_OF_RANGE, naming both sizes, if its size differs; UNAVAILABLE for
+// other I/O errors. For large files: no copy, no reallocation.
+absl::Status ReadFileInto(const std::string& path, absl::Span<char> out);
 
 // Writes a temporary file beside `path` (named for this host, process and call, so
 // that concurrent writers never share one), syncs it and renames it over `path`: the

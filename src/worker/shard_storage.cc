@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/time/clock.h"
 #include "common/host_bytes.h"
 #include "common/status_join.h"
@@ -98,12 +99,26 @@ absl::Status ShardStorage::SaveOne(const StoredShard& shard, const StoredBuffer&
 
 absl::Status ShardStorage::Load(const LoadShardsRequest& request, uint64_t owner) {
   const absl::Time deadline = Deadline(request.timeout_ms());
+  // The shards are read side by side (each device's own), and all are in place (or
+  // their errors are) before the stream's next operation.
+  std::vector<absl::Status> loaded(request.shards_size());
+  absl::BlockingCounter left(request.shards_size());
+  for (int i = 0; i < request.shards_size(); ++i) {
+    writers_.Run([&, i] {
+      const StoredShard& shard = request.shards(i);
+      loaded[i] = absl::Now() > deadline ? Expired(shard, request.timeout_ms())
+                                         : About(shard, LoadOne(shard, owner));
+      left.DecrementCount();
+    });
+  }
+  left.Wait();
   absl::Status failed;
-  for (const StoredShard& shard : request.shards()) {
-    if (failed.ok() && absl::Now() > deadline) failed = Expired(shard, request.timeout_ms());
-    if (failed.ok()) failed = About(shard, LoadOne(shard, owner));
-    if (!failed.ok() && !buffers_->Contains(shard.buffer_id())) {
-      buffers_->AddError(shard.buffer_id(), failed, owner);
+  for (const absl::Status& status : loaded) {
+    if (failed.ok()) failed = status;
+  }
+  if (!failed.ok()) {
+    for (const StoredShard& shard : request.shards()) {
+      if (!buffers_->Contains(shard.buffer_id())) buffers_->AddError(shard.buffer_id(), failed, owner);
     }
   }
   return failed;
