@@ -84,6 +84,9 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
     jax.config.update("jax_enable_compilation_cache", False)
     if os.environ.get("ENABLE_PATHWAYS_PERSISTENCE") == "1":
         _use_worker_checkpoints()
+    # jax.profiler traces the proxy and the workers too.
+    from switchyard import profiling
+    profiling.install()
     _initialized = True
 
 

@@ -51,6 +51,7 @@ int RunProxy() {
   options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
   options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
   options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
+  options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
   // Pathways' wording: deployment scripts and readiness checks wait for this line.

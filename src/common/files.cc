@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -39,6 +40,34 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
     if (n == 0) return out;
     out.append(buffer, n);
   }
+}
+
+absl::Status MakeDirectories(const std::string& dir) {
+  for (size_t slash = 1; slash <= dir.size(); ++slash) {
+    if (slash != dir.size() && dir[slash] != '/') continue;
+    const std::string prefix = dir.substr(0, slash);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create", prefix);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteGzipFile(const std::string& path, absl::string_view contents) {
+  z_stream stream{};
+  // 15 + 16: a gzip header and trailer around the deflate stream.
+  if (deflateInit2(&stream, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
+    return absl::InternalError("zlib: deflateInit2 failed");
+  }
+  std::string out(deflateBound(&stream, contents.size()), '\0');
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(contents.data()));
+  stream.avail_in = static_cast<uInt>(contents.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out.data());
+  stream.avail_out = static_cast<uInt>(out.size());
+  const int result = deflate(&stream, Z_FINISH);
+  out.resize(stream.total_out);
+  deflateEnd(&stream);
+  if (result != Z_STREAM_END) return absl::InternalError("zlib: deflate did not finish");
+  return WriteFileAtomically(path, out);
 }
 
 absl::Status ReadFileInto(const std::string& path, absl::Span<char> out) {

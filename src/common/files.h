@@ -20,6 +20,12 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 // other I/O errors. For large files: no copy, no reallocation.
 absl::Status ReadFileInto(const std::string& path, absl::Span<char> out);
 
+// Creates `dir` and its missing parents (mode 0755). UNAVAILABLE with the reason.
+absl::Status MakeDirectories(const std::string& dir);
+
+// Writes `contents` gzip-compressed, atomically as WriteFileAtomically.
+absl::Status WriteGzipFile(const std::string& path, absl::string_view contents);
+
 // Writes a temporary file beside `path` (named for this host, process and call, so
 // that concurrent writers never share one), syncs it and renames it over `path`: the
 // last rename wins. UNAVAILABLE with the reason on failure (the old contents stay).

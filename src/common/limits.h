@@ -119,6 +119,10 @@ inline constexpr int64_t kHostRegionBytesMax = kArrayElementsMax * 16;
 // IFRT wire, and a tile assignment is materialized as a list.
 inline constexpr int64_t kDevicesMax = int64_t{1} << 20;
 
+// Spans one process keeps while a profile is taken (about 100 bytes each): minutes of a
+// busy worker; past it, spans are counted as dropped and the trace says so.
+inline constexpr int64_t kTraceSpansMax = int64_t{1} << 20;
+
 // The compilation cache's default size cap: entries are a few MB to a few hundred MB per
 // program; 50 GiB keeps a team's working set on a shared volume.
 inline constexpr int64_t kCompilationCacheBytesDefault = int64_t{50} << 30;

@@ -185,6 +185,7 @@ grpc::Status IfrtService::IfrtSession(
   if (options_.tokens.required()) policy.tenant = *tenant;
   policy.num_elastic_slices = options_.num_elastic_slices;
   policy.max_arrays = options_.session_max_arrays;
+  policy.storage_mount_root = options_.storage_mount_root;
   SY_LOG(Info) << "session " << policy.label << " opened by " << context->peer() << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   // A session of the shared pool waits for its slices before it answers Init: the

@@ -32,6 +32,7 @@ struct IfrtServiceOptions {
   int num_elastic_slices = -1;                // see SessionPolicy
   TenantTokens tokens;                        // none: every session is let in
   int64_t session_max_arrays = 0;             // see SessionPolicy; 0: no bound
+  std::string storage_mount_root;             // see SessionPolicy
   int64_t session_max_host_buffer_bytes = 0;  // see HostBufferStore; 0: no bound
   // Each session leases slices of these shapes (SliceLease) unless it asks for others;
   // empty: sessions that ask for none see the whole fleet.

@@ -89,6 +89,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   IfrtServiceOptions service_options;
   service_options.num_elastic_slices = options.num_elastic_slices;
   service_options.session_max_arrays = options.session_max_arrays;
+  service_options.storage_mount_root = options.storage_mount_root;
   service_options.session_max_host_buffer_bytes = options.session_max_host_buffer_bytes;
   SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
                       ParseSliceShapes(options.virtual_slices, "--virtual_slices"));

@@ -37,6 +37,8 @@ struct ProxyOptions {
   // long loses its slices (its next request gets UNAVAILABLE with the reason) and
   // ends; zero: never.
   absl::Duration session_idle_timeout = absl::ZeroDuration();
+  // Where gs:// and s3:// buckets are mounted, for profiles written where asked.
+  std::string storage_mount_root;
 };
 
 class ProxyServer {

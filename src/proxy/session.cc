@@ -9,6 +9,7 @@
 #include "common/guarded.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/worker_calls.h"
 
@@ -229,6 +230,7 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     });
     if (status.ok()) return std::nullopt;
   } else {
+    trace::Scoped span(RequestName(request), "request");
     status = Guarded(RequestName(request), [&] { return Dispatch(request, &response); });
   }
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());

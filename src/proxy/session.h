@@ -89,6 +89,8 @@ struct SessionPolicy {
   // Live array handles (arrays, and failed requests' error handles) the session may
   // hold: a request that would make more is refused with RESOURCE_EXHAUSTED. 0: no bound.
   int64_t max_arrays = 0;
+  // Where gs:// and s3:// buckets are mounted (profiles are written there).
+  std::string storage_mount_root;
   // The slices the session leased from the pool: it sees only their devices. Nullopt:
   // every slice of the fleet.
   std::optional<std::set<int>> slices;
@@ -194,6 +196,10 @@ class Session {
   // Each device's worker reads its shard from storage, in any sharding.
   absl::StatusOr<std::vector<std::shared_ptr<Array>>> ReadPersisted(
       const PersistenceRead& read, std::function<void(absl::Status)> resolve);
+  // The first run of a profile program starts recording here and on the session's
+  // workers; the next stops, gathers every process's spans and writes one trace file
+  // where the request asks (returned).
+  absl::StatusOr<std::string> Profile(const ProfileRequest& request);
   absl::Status HandleExecutableDestruct(const wire::LoadedExecutableDestructRequest& request);
   absl::Status HandleFetchExecuteResult(
       const wire::LoadedExecutableFetchExecuteResultRequest& request);
@@ -256,6 +262,7 @@ class Session {
   // Resolved off the session thread (by worker answers, which may come after the
   // session has ended: they hold it shared).
   std::shared_ptr<LateFutures> late_futures_ = std::make_shared<LateFutures>();
+  bool profiling_ = false;
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
   const SessionPolicy policy_;

@@ -5,13 +5,18 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
 #include "common/host_array.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
+#include "compile_cache/compile_cache.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
 #include "proxy/worker_calls.h"
@@ -51,12 +56,6 @@ absl::Status Session::CompilePlugin(const wire::CompileRequest& request, uint64_
                                                    "' instead of ", kPluginCompileOptions));
   }
   SY_ASSIGN_OR_RETURN(PluginRequest plugin, ParsePluginProgram(request.program().data()));
-  if (std::holds_alternative<ProfileRequest>(plugin)) {
-    // Not "Bad PluginProgram": pathwaysutils reads that as an old server image.
-    return absl::UnimplementedError(
-        "Switchyard does not take profiles of its servers yet (pathwaysutils' start_trace); "
-        "jax.profiler.start_trace without pathwaysutils.initialize() traces the client");
-  }
   auto executable = std::make_shared<Executable>();
   executable->name = absl::StrCat("switchyard ", PluginRequestName(plugin));
   if (const auto* write = std::get_if<PersistenceWrite>(&plugin)) {
@@ -149,7 +148,24 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
     }
     futures_[status_handle] = absl::OkStatus();  // errors travel with the outputs
   } else {
-    return absl::UnimplementedError("profiles are not taken yet");
+    const auto& profile = std::get<ProfileRequest>(plugin);
+    SY_RETURN_IF_ERROR(Profile(profile).status());
+    futures_[status_handle] = absl::OkStatus();
+    if (profile.wants_output) {
+      // pathwaysutils waits on one (1,) output of object dtype; nothing reads it.
+      auto token = std::make_shared<Array>();
+      token->shape = {1};
+      token->sharding = SingleDevice(executable.devices.front());
+      token->shards.resize(1);
+      const uint64_t handle =
+          request.result_array_handle_size() > 0 ? request.result_array_handle(0) : NewHandle();
+      wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
+      output->mutable_dtype()->set_kind(::xla::ifrt::DTypeProto::KIND_STRING);
+      *output->mutable_shape() = ToShapeProto(token->shape);
+      *output->mutable_sharding() = ToProto(token->sharding);
+      output->set_array_handle(handle);
+      SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(token)));
+    }
   }
   for (size_t o = 0; o < outputs.size(); ++o) {
     const uint64_t handle = o < static_cast<size_t>(request.result_array_handle_size())
@@ -164,6 +180,66 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
   }
   response->set_status_handle(status_handle);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> Session::Profile(const ProfileRequest& request) {
+  if (!profiling_) {
+    trace::Start();
+    for (WorkerConnection* worker : workers_) {
+      if (!worker->up()) continue;
+      absl::StatusOr<TraceResponse> started = Trace(worker, /*start=*/true);
+      if (!started.ok()) {
+        SY_LOG(Warning) << "session " << policy_.label << ": no profile of slice "
+                        << worker->slice_index() << " host " << worker->host_index() << ": "
+                        << started.status();
+      }
+    }
+    profiling_ = true;
+    SY_LOG(Info) << "session " << policy_.label << ": taking a profile for " << request.location;
+    return std::string();
+  }
+  profiling_ = false;
+  std::vector<trace::ProcessTrace> processes(1);
+  int64_t dropped = 0;
+  processes[0].name = "proxy";
+  processes[0].spans = trace::Stop(&dropped);
+  processes[0].lanes = trace::LaneNames();
+  for (WorkerConnection* worker : workers_) {
+    if (!worker->up()) continue;
+    absl::StatusOr<TraceResponse> traced = Trace(worker, /*start=*/false);
+    if (!traced.ok()) continue;  // logged when it started; the others' rows are kept
+    trace::ProcessTrace process;
+    process.name = absl::StrCat("worker s", worker->slice_index(), "h", worker->host_index(), " (",
+                                worker->address(), ")");
+    for (const TraceSpan& span : traced->spans()) {
+      process.spans.push_back(
+          {span.name(), span.category(), span.start_unix_ns(), span.duration_ns(), span.lane()});
+    }
+    process.lanes.insert(traced->lanes().begin(), traced->lanes().end());
+    dropped += traced->dropped();
+    processes.push_back(std::move(process));
+  }
+  if (dropped > 0) {
+    SY_LOG(Warning) << "session " << policy_.label << ": the profile dropped " << dropped
+                    << " spans past the bound";
+  }
+  // TensorBoard's profile plugin reads <logdir>/plugins/profile/<run>/<host>.trace.json.gz;
+  // Perfetto opens the same file.
+  SY_ASSIGN_OR_RETURN(std::string location,
+                      compile_cache::ResolveLocation(request.location, policy_.storage_mount_root));
+  std::string run = request.session_name.empty()
+                        ? absl::FormatTime("%Y_%m_%d_%H_%M_%S", absl::Now(), absl::UTCTimeZone())
+                        : request.session_name;
+  for (char& c : run) {
+    if (!absl::ascii_isalnum(c) && c != '_' && c != '-' && c != '.') c = '_';
+  }
+  if (run.empty() || run[0] == '.') run.insert(0, "run");
+  const std::string dir = absl::StrCat(location, "/plugins/profile/", run);
+  SY_RETURN_IF_ERROR(MakeDirectories(dir));
+  const std::string path = absl::StrCat(dir, "/switchyard.trace.json.gz");
+  SY_RETURN_IF_ERROR(WriteGzipFile(path, trace::ChromeTraceJson(processes)));
+  SY_LOG(Info) << "session " << policy_.label << ": profile written to " << path;
+  return path;
 }
 
 absl::Status Session::WritePersisted(const PersistenceWrite& write,

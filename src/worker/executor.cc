@@ -9,6 +9,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/tenant_name.h"
+#include "common/trace.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
 #include "worker/embedded_jaxlib.h"
@@ -295,6 +296,7 @@ bool SameOrder(const std::vector<int64_t>& has, const std::vector<int64_t>& want
 
 absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
                               std::shared_ptr<HostCallbacks::Stream> stream) {
+  const absl::Time arrived = trace::Active() ? absl::Now() : absl::InfinitePast();
   std::shared_ptr<const pjrt::Executable> executable;
   std::string callback_key;
   std::vector<std::vector<int64_t>> parameter_layouts;
@@ -432,6 +434,13 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
                                      " failed: ", launch.status().message()));
   }
   ++executions_;
+  if (trace::Active()) {
+    finish->handed_over = absl::Now();
+    absl::StatusOr<int64_t> first = devices_->GlobalIdOf(executable->device_ordinals()[0]);
+    finish->lane = trace::DeviceLane(first.ok() ? *first : -1);
+    trace::Record(absl::StrCat("wait: ", executable->name()), "queue", arrived, finish->handed_over,
+                  trace::ThisThreadLane());
+  }
   {
     absl::MutexLock lock(&gate.mutex);
     handed_over = true;
@@ -486,6 +495,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
 Executor::FinishOnce::~FinishOnce() {
   if (!armed) return;
   const absl::Time now = absl::Now();
+  trace::Record(executable->name(), "launch", handed_over, now, lane);
   absl::MutexLock lock(&gate->mutex);
   RecentLaunch recent;
   recent.set_device_seconds(gate->fair.Finish(ticket, now));

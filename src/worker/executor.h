@@ -137,6 +137,8 @@ class Executor {
     bool multi_device = false;
     std::shared_ptr<const pjrt::Executable> executable;  // for its name
     std::string tenant;
+    int64_t lane = 0;  // the trace row of its first device
+    absl::Time handed_over = absl::InfinitePast();
     std::atomic<bool> armed{false};
   };
 

@@ -10,6 +10,7 @@
 #include "common/host_bytes.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
 #include "common/wire_numbers.h"
 #include "compile_cache/compile_cache.h"
 #include "pjrt/buffer.h"
@@ -80,6 +81,7 @@ void ShardStorage::Save(const SaveShardsRequest& request, std::function<void(abs
 }
 
 absl::Status ShardStorage::SaveOne(const StoredShard& shard, const StoredBuffer& stored) const {
+  trace::Scoped span(absl::StrCat("save ", shard.name()), "storage");
   SY_ASSIGN_OR_RETURN(std::string dir, Directory(shard));
   ZarrArray array{shard.dtype(), Vector(shard.shape()), Vector(shard.chunks())};
   const pjrt::Buffer& buffer = *stored.buffer;
@@ -118,13 +120,15 @@ absl::Status ShardStorage::Load(const LoadShardsRequest& request, uint64_t owner
   }
   if (!failed.ok()) {
     for (const StoredShard& shard : request.shards()) {
-      if (!buffers_->Contains(shard.buffer_id())) buffers_->AddError(shard.buffer_id(), failed, owner);
+      if (!buffers_->Contains(shard.buffer_id()))
+        buffers_->AddError(shard.buffer_id(), failed, owner);
     }
   }
   return failed;
 }
 
 absl::Status ShardStorage::LoadOne(const StoredShard& shard, uint64_t owner) const {
+  trace::Scoped span(absl::StrCat("load ", shard.name()), "storage");
   SY_ASSIGN_OR_RETURN(std::string dir, Directory(shard));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(shard.device_id()));
   const std::vector<int64_t> dims = Vector(shard.dims());

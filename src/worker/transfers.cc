@@ -11,6 +11,7 @@
 #include "common/host_array.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
@@ -206,6 +207,7 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
 }
 
 absl::Status Transfers::Assemble(const AssembleBufferRequest& request, uint64_t owner) {
+  trace::Scoped span(absl::StrCat("assemble ", request.pieces_size(), " pieces"), "transfer");
   absl::Status status = Guarded("AssembleBuffer", [&] { return Build(request, owner); });
   if (!status.ok() && !buffers_->Contains(request.header().buffer_id())) {
     buffers_->AddError(request.header().buffer_id(), status, owner);

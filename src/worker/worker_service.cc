@@ -16,6 +16,7 @@
 #include "common/status_join.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
+#include "common/trace.h"
 #include "common/wire_record.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
@@ -426,6 +427,26 @@ grpc::Status WorkerService::ReturnHostCallback(grpc::ServerContext* context,
     return ToGrpcStatus(absl::NotFoundError("this worker runs no host callbacks"));
   }
   return ToGrpcStatus(callbacks_->Return(*request));
+}
+
+grpc::Status WorkerService::Trace(grpc::ServerContext* context, const TraceRequest* request,
+                                  TraceResponse* response) {
+  if (request->start()) {
+    trace::Start();
+    return grpc::Status::OK;
+  }
+  int64_t dropped = 0;
+  for (trace::Span& span : trace::Stop(&dropped)) {
+    TraceSpan* out = response->add_spans();
+    out->set_name(std::move(span.name));
+    out->set_category(std::move(span.category));
+    out->set_start_unix_ns(span.start_unix_ns);
+    out->set_duration_ns(span.duration_ns);
+    out->set_lane(span.lane);
+  }
+  for (const auto& [lane, name] : trace::LaneNames()) (*response->mutable_lanes())[lane] = name;
+  response->set_dropped(dropped);
+  return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::CancelLaunches(grpc::ServerContext* context,

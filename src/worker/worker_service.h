@@ -71,6 +71,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                               CancelLaunchesResponse* response) override;
   grpc::Status DescribeProgram(grpc::ServerContext* context, const DescribeProgramRequest* request,
                                DescribeProgramResponse* response) override;
+  grpc::Status Trace(grpc::ServerContext* context, const TraceRequest* request,
+                     TraceResponse* response) override;
   grpc::Status ReturnHostCallback(grpc::ServerContext* context, const HostCallbackResult* request,
                                   ReturnHostCallbackResponse* response) override;
 

@@ -42,17 +42,6 @@ std::string ChunkKey(absl::Span<const int64_t> index) {
   return index.empty() ? "0" : absl::StrJoin(index, ".");
 }
 
-absl::Status MakeDirectories(const std::string& dir) {
-  for (size_t slash = 1; slash <= dir.size(); ++slash) {
-    if (slash != dir.size() && dir[slash] != '/') continue;
-    const std::string prefix = dir.substr(0, slash);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::UnavailableError(absl::StrCat("cannot create ", prefix, ": ", strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<int64_t>> Dims(const Value& value, absl::string_view what) {
   if (value.kind_case() != Value::kListValue) {
     return absl::InvalidArgumentError(absl::StrCat(".zarray: '", what, "' is not a list"));

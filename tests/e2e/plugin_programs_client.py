@@ -1,7 +1,8 @@
 """Plugin programs (pathwaysutils' persistence, reshard; unknown programs) through a
 Switchyard proxy with a stock client, pathwaysutils initialized.
 
-    python plugin_programs_client.py DIR [CHECK ...]
+    python plugin_programs_client.py DIR [CHECK ...]    (pathwaysutils.initialize())
+    python plugin_programs_client.py DIR --switchyard   (a profile, switchyard.initialize())
 
 DIR is a scratch directory the workers can write. The environment gives
 JAX_BACKEND_TARGET. Expects 2 slices of 4 devices.
@@ -133,16 +134,96 @@ def side_channel_reshard_matches_pathwaysutils_reshard(directory):
     np.testing.assert_array_equal(np.asarray(donated["w"]), tree["w"])
 
 
+def read_trace(directory):
+    """The one trace file under DIR/plugins/profile/<run>/, parsed."""
+    import glob
+    import gzip
+    import json
+    files = glob.glob(os.path.join(directory, "plugins", "profile", "*", "switchyard.trace.json.gz"))
+    assert len(files) == 1, files
+    with gzip.open(files[0], "rt") as f:
+        return json.load(f)
+
+
+def check_trace(trace):
+    """A row per process: the proxy and each worker, whose launches are on device rows."""
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    assert sorted(n.split(" (")[0] for n in names.values()) == ["proxy", "worker s0h0",
+                                                               "worker s1h0"], names
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X"]
+    for pid, name in names.items():
+        mine = [e for e in spans if e["pid"] == pid]
+        if name == "proxy":
+            assert any(e["cat"] == "request" and e["name"] == "loaded_executable_execute_request" for e in mine), mine[:5]
+        else:
+            launches = [e for e in mine if e["cat"] == "launch"]
+            assert launches, (name, mine[:5])
+            assert all(threads[(pid, e["tid"])].startswith("device ") for e in launches)
+            assert all(e["dur"] >= 0 for e in launches)
+
+
+def train_steps():
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    devices = jax.devices()
+    step = jax.jit(lambda w, x: w - 0.1 * jnp.tanh(x @ w))
+    for s in range(2):
+        sharding = NamedSharding(mesh(devices[4 * s:4 * s + 4], (4, 1)), P("x"))
+        w = jax.device_put(np.eye(64, dtype=np.float32), sharding)
+        for _ in range(3):
+            w = step(w, w)
+        w.block_until_ready()
+
+
+@check
+def a_profile_taken_with_pathwaysutils_has_a_row_per_process(directory):
+    import jax
+    from pathwaysutils import profiling
+    root = os.environ["SWITCHYARD_TEST_MOUNT_ROOT"]  # the cluster's --storage_mount_root
+    os.makedirs(os.path.join(root, "bucket", "profiles"), exist_ok=True)
+    # The client's own trace would go to GCS, which cannot be reached here: only the
+    # servers' part (the plugin program) is taken.
+    profiling._original_start_trace = lambda *args, **kwargs: None
+    profiling._original_stop_trace = lambda *args, **kwargs: None
+    profiling.start_trace("gs://bucket/profiles")
+    train_steps()
+    profiling.stop_trace()
+    check_trace(read_trace(os.path.join(root, "bucket", "profiles")))
+
+
+def profile_with_switchyard_initialize(directory):
+    """jax.profiler.trace to a local directory, switchyard.initialize() (run alone: a
+    process has one backend initialization)."""
+    import glob
+    import jax
+    log_dir = os.path.join(directory, "tensorboard")
+    with jax.profiler.trace(log_dir):
+        train_steps()
+    check_trace(read_trace(log_dir))
+    # JAX's own trace of the client, beside it.
+    assert glob.glob(os.path.join(log_dir, "plugins", "profile", "*", "*.xplane.pb")), log_dir
+
+
 def main():
     directory = sys.argv[1]
     import jax
     jax.config.update("jax_platforms", "proxy,cpu")
     jax.config.update("jax_enable_x64", True)  # 64-bit element types stay 64-bit
-    import pathwaysutils
-    pathwaysutils.initialize()
-    for name in sys.argv[2:] or list(CHECKS):
-        CHECKS[name](directory)
-        print(f"PASS {name}", flush=True)
+    if sys.argv[2:] == ["--switchyard"]:
+        import switchyard
+        switchyard.initialize()
+        profile_with_switchyard_initialize(directory)
+        print("PASS profile_with_switchyard_initialize", flush=True)
+    else:
+        import pathwaysutils
+        pathwaysutils.initialize()
+        for name in sys.argv[2:] or list(CHECKS):
+            CHECKS[name](directory)
+            print(f"PASS {name}", flush=True)
     import gc
     jax.clear_caches()
     gc.collect()
