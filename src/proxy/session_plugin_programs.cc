@@ -118,12 +118,19 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
   std::vector<std::shared_ptr<Array>> outputs;
   const PluginRequest& plugin = *executable.plugin;
   if (const auto* write = std::get_if<PersistenceWrite>(&plugin)) {
+    // Added before the workers can answer; a refused request resolves it at once, so
+    // that no check of it waits for ever.
     late_futures_->Add(status_handle);
-    SY_RETURN_IF_ERROR(WritePersisted(*write, args, resolve));
+    absl::Status sent = WritePersisted(*write, args, resolve);
+    if (!sent.ok()) late_futures_->Resolve(status_handle, sent);
+    SY_RETURN_IF_ERROR(sent);
   } else if (const auto* read = std::get_if<PersistenceRead>(&plugin)) {
     if (!args.empty()) return absl::InvalidArgumentError("a persistence read takes no inputs");
     late_futures_->Add(status_handle);
-    SY_ASSIGN_OR_RETURN(outputs, ReadPersisted(*read, resolve));
+    absl::StatusOr<std::vector<std::shared_ptr<Array>>> read_outputs =
+        ReadPersisted(*read, resolve);
+    if (!read_outputs.ok()) late_futures_->Resolve(status_handle, read_outputs.status());
+    SY_ASSIGN_OR_RETURN(outputs, std::move(read_outputs));
   } else if (const auto* reshard = std::get_if<ReshardRequest>(&plugin)) {
     if (args.size() != reshard->outputs.size()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -99,6 +99,25 @@ def reading_what_is_not_there_says_so(directory):
 
 
 @check
+def a_write_that_names_another_shape_is_refused(directory):
+    import jax
+    from pathwaysutils import plugin_executable
+    from pathwaysutils.persistence import helper
+    x = jax.device_put(np.ones((4,), np.float32), jax.devices()[0])
+    request = helper.get_write_request(directory, "x", x, datetime.timedelta(seconds=30),
+                                       return_dict=True)
+    request["persistenceWriteRequest"]["shape"] = [5]
+    executable = plugin_executable.PluginExecutable(__import__("json").dumps(request))
+    try:
+        executable.call([x])[1].result()
+    except Exception as e:  # noqa: BLE001
+        assert "has shape [4], the write names [5]" in str(e), e
+    else:
+        raise AssertionError("a write naming another shape succeeded")
+    np.testing.assert_array_equal(np.asarray(x * 2), np.full((4,), 2, np.float32))
+
+
+@check
 def an_unknown_plugin_program_is_a_bad_plugin_program(directory):
     from pathwaysutils import plugin_executable
     for program in ['{"somethingNew": {}}', "not json"]:
