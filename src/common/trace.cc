@@ -2,6 +2,9 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -18,8 +21,11 @@ std::atomic<bool> active{false};
 
 struct Recorder {
   absl::Mutex mutex;
-  std::vector<Span> spans ABSL_GUARDED_BY(mutex);
-  int64_t dropped ABSL_GUARDED_BY(mutex) = 0;
+  std::vector<Span> spans ABSL_GUARDED_BY(mutex);  // in order of recording
+  int64_t dropped ABSL_GUARDED_BY(mutex) = 0;      // since the oldest open window began
+  // Open windows: id -> when it began (unix ns).
+  std::map<uint64_t, int64_t> windows ABSL_GUARDED_BY(mutex);
+  uint64_t next_window ABSL_GUARDED_BY(mutex) = 1;
   std::map<int64_t, std::string> lanes ABSL_GUARDED_BY(mutex);
   int64_t next_lane ABSL_GUARDED_BY(mutex) = 1;
 };
@@ -49,21 +55,42 @@ std::string Escape(absl::string_view text) {
 
 bool Active() { return active.load(std::memory_order_relaxed); }
 
-void Start() {
+uint64_t Begin() {
   Recorder& recorder = Global();
   absl::MutexLock lock(&recorder.mutex);
-  recorder.spans.clear();
-  recorder.dropped = 0;
+  const uint64_t window = recorder.next_window++;
+  recorder.windows[window] = absl::GetCurrentTimeNanos();
   active.store(true);
+  return window;
 }
 
-std::vector<Span> Stop(int64_t* dropped) {
+std::vector<Span> End(uint64_t window, uint64_t session, int64_t* dropped) {
   Recorder& recorder = Global();
   absl::MutexLock lock(&recorder.mutex);
-  active.store(false);
-  if (dropped != nullptr) *dropped = recorder.dropped;
+  if (dropped != nullptr) *dropped = 0;
+  auto it = recorder.windows.find(window);
+  if (it == recorder.windows.end()) return {};
+  const int64_t began = it->second;
+  recorder.windows.erase(it);
   std::vector<Span> spans;
-  spans.swap(recorder.spans);
+  for (const Span& span : recorder.spans) {
+    if (span.start_unix_ns < began) continue;
+    spans.push_back(span);
+    if (session != 0 && span.session != 0 && span.session != session) {
+      spans.back().name = "(another session)";
+    }
+  }
+  if (dropped != nullptr) *dropped = recorder.dropped;
+  if (recorder.windows.empty()) {
+    active.store(false);
+    recorder.spans.clear();
+    recorder.dropped = 0;
+  } else {
+    // What no open window needs any more.
+    int64_t first = std::numeric_limits<int64_t>::max();
+    for (const auto& [id, start] : recorder.windows) first = std::min(first, start);
+    std::erase_if(recorder.spans, [first](const Span& span) { return span.start_unix_ns < first; });
+  }
   return spans;
 }
 
@@ -79,10 +106,10 @@ void Record(Span span) {
 }
 
 void Record(absl::string_view name, absl::string_view category, absl::Time start, absl::Time end,
-            int64_t lane) {
+            int64_t lane, uint64_t session) {
   if (!Active()) return;
   Record(Span{std::string(name), std::string(category), absl::ToUnixNanos(start),
-              absl::ToInt64Nanoseconds(end - start), lane});
+              absl::ToInt64Nanoseconds(end - start), lane, session});
 }
 
 int64_t ThisThreadLane() {

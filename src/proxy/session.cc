@@ -116,6 +116,14 @@ Session::~Session() {
   // yet are dropped: nobody will read their outputs.
   calls_.CancelAll();
   late_futures_->FailAll(absl::CancelledError("the session ended"));
+  // A profile never stopped: its windows close, so recording stops when no other is open.
+  if (trace_window_ != 0) trace::End(trace_window_, id_);
+  for (const auto& [worker, window] : worker_trace_windows_) {
+    if (!worker->up()) continue;
+    TraceRequest stop;
+    stop.set_window(window);
+    (void)Trace(worker, stop);
+  }
   fetches_.Stop();
   compiles_.Stop();
   for (WorkerConnection* worker : workers_) {
@@ -230,7 +238,7 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     });
     if (status.ok()) return std::nullopt;
   } else {
-    trace::Scoped span(RequestName(request), "request");
+    trace::Scoped span(RequestName(request), "request", id_);
     status = Guarded(RequestName(request), [&] { return Dispatch(request, &response); });
   }
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());

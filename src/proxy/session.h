@@ -262,7 +262,9 @@ class Session {
   // Resolved off the session thread (by worker answers, which may come after the
   // session has ended: they hold it shared).
   std::shared_ptr<LateFutures> late_futures_ = std::make_shared<LateFutures>();
-  bool profiling_ = false;
+  // A profile being taken: this process's window, and each worker's.
+  uint64_t trace_window_ = 0;
+  std::map<WorkerConnection*, uint64_t> worker_trace_windows_;
   uint64_t next_handle_;
   int64_t seq_num_ = 0;
   const SessionPolicy policy_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -190,31 +191,39 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
 }
 
 absl::StatusOr<std::string> Session::Profile(const ProfileRequest& request) {
-  if (!profiling_) {
-    trace::Start();
+  if (trace_window_ == 0) {
+    trace_window_ = trace::Begin();
     for (WorkerConnection* worker : workers_) {
       if (!worker->up()) continue;
-      absl::StatusOr<TraceResponse> started = Trace(worker, /*start=*/true);
-      if (!started.ok()) {
+      TraceRequest start;
+      start.set_start(true);
+      absl::StatusOr<TraceResponse> started = Trace(worker, start);
+      if (started.ok()) {
+        worker_trace_windows_[worker] = started->window();
+      } else {
         SY_LOG(Warning) << "session " << policy_.label << ": no profile of slice "
                         << worker->slice_index() << " host " << worker->host_index() << ": "
                         << started.status();
       }
     }
-    profiling_ = true;
     SY_LOG(Info) << "session " << policy_.label << ": taking a profile for " << request.location;
     return std::string();
   }
-  profiling_ = false;
   std::vector<trace::ProcessTrace> processes(1);
   int64_t dropped = 0;
   processes[0].name = "proxy";
-  processes[0].spans = trace::Stop(&dropped);
+  processes[0].spans = trace::End(std::exchange(trace_window_, 0), id_, &dropped);
   processes[0].lanes = trace::LaneNames();
+  std::map<WorkerConnection*, uint64_t> windows;
+  windows.swap(worker_trace_windows_);
   for (WorkerConnection* worker : workers_) {
-    if (!worker->up()) continue;
-    absl::StatusOr<TraceResponse> traced = Trace(worker, /*start=*/false);
-    if (!traced.ok()) continue;  // logged when it started; the others' rows are kept
+    auto window = windows.find(worker);
+    if (window == windows.end() || !worker->up()) continue;
+    TraceRequest stop;
+    stop.set_window(window->second);
+    stop.set_session(id_);
+    absl::StatusOr<TraceResponse> traced = Trace(worker, stop);
+    if (!traced.ok()) continue;  // the others' rows are kept
     trace::ProcessTrace process;
     process.name = absl::StrCat("worker s", worker->slice_index(), "h", worker->host_index(), " (",
                                 worker->address(), ")");
@@ -322,6 +331,7 @@ absl::Status Session::WritePersisted(const PersistenceWrite& write,
   for (auto& [worker, batch] : batches) {
     batch.request.set_timeout_ms(timeout_ms);
     DispatchRequest op;
+    batch.request.set_session(id_);
     *op.mutable_save_shards() = std::move(batch.request);
     absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(std::move(op), join, batch.epoch);
     if (!sent.ok()) join(sent.status());  // `join` is not called by Send then
@@ -379,6 +389,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Array>>> Session::ReadPersisted(
   std::map<WorkerConnection*, absl::StatusOr<WorkerConnection::Ticket>> tickets;
   for (auto& [worker, batch] : batches) {
     batch.set_timeout_ms(timeout_ms);
+    batch.set_session(id_);
     DispatchRequest op;
     *op.mutable_load_shards() = std::move(batch);
     absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(std::move(op), join);

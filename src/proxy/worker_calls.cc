@@ -157,13 +157,11 @@ absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker
   return response;
 }
 
-absl::StatusOr<TraceResponse> Trace(WorkerConnection* worker, bool start) {
+absl::StatusOr<TraceResponse> Trace(WorkerConnection* worker, const TraceRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, absl::Seconds(10));
   absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
   if (!call.ok()) return call.status();
-  TraceRequest request;
-  request.set_start(start);
   TraceResponse response;
   absl::Status status = FromGrpcStatus(call->stub->Trace(&context, request, &response));
   if (!status.ok()) return worker->CallFailed(call->epoch, status);

@@ -54,8 +54,9 @@ absl::StatusOr<Compiled> Compile(WorkerConnection* worker, const CompileRequest&
 absl::StatusOr<DescribeProgramResponse> DescribeProgram(WorkerConnection* worker,
                                                         uint64_t executable_id, uint64_t epoch);
 
-// Worker.Trace: starts recording spans, or stops and returns them (10 s deadline).
-absl::StatusOr<TraceResponse> Trace(WorkerConnection* worker, bool start);
+// Worker.Trace: opens a profile window, or closes one and returns its spans (10 s
+// deadline).
+absl::StatusOr<TraceResponse> Trace(WorkerConnection* worker, const TraceRequest& request);
 
 // Asks the worker to drop `session`'s launches that have not started. Best effort, short
 // deadline: a worker that does not answer runs them, and frees their outputs after.

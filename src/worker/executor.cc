@@ -438,8 +438,9 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     finish->handed_over = absl::Now();
     absl::StatusOr<int64_t> first = devices_->GlobalIdOf(executable->device_ordinals()[0]);
     finish->lane = trace::DeviceLane(first.ok() ? *first : -1);
+    finish->session = request.session();
     trace::Record(absl::StrCat("wait: ", executable->name()), "queue", arrived, finish->handed_over,
-                  trace::ThisThreadLane());
+                  trace::ThisThreadLane(), request.session());
   }
   {
     absl::MutexLock lock(&gate.mutex);
@@ -495,7 +496,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
 Executor::FinishOnce::~FinishOnce() {
   if (!armed) return;
   const absl::Time now = absl::Now();
-  trace::Record(executable->name(), "launch", handed_over, now, lane);
+  trace::Record(executable->name(), "launch", handed_over, now, lane, session);
   absl::MutexLock lock(&gate->mutex);
   RecentLaunch recent;
   recent.set_device_seconds(gate->fair.Finish(ticket, now));

@@ -138,6 +138,7 @@ class Executor {
     std::shared_ptr<const pjrt::Executable> executable;  // for its name
     std::string tenant;
     int64_t lane = 0;  // the trace row of its first device
+    uint64_t session = 0;
     absl::Time handed_over = absl::InfinitePast();
     std::atomic<bool> armed{false};
   };

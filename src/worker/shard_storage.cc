@@ -68,20 +68,22 @@ void ShardStorage::Save(const SaveShardsRequest& request, std::function<void(abs
       continue;
     }
     const int64_t timeout_ms = request.timeout_ms();
-    writers_.Run([this, shard, buffer = *std::move(stored), deadline, timeout_ms, join] {
+    const uint64_t session = request.session();
+    writers_.Run([this, shard, buffer = *std::move(stored), deadline, timeout_ms, session, join] {
       if (absl::Now() > deadline) {
         join(Expired(shard, timeout_ms));
         return;
       }
-      absl::Status saved = About(shard, SaveOne(shard, *buffer));
+      absl::Status saved = About(shard, SaveOne(shard, *buffer, session));
       if (saved.ok() && absl::Now() > deadline) saved = Expired(shard, timeout_ms);
       join(saved);
     });
   }
 }
 
-absl::Status ShardStorage::SaveOne(const StoredShard& shard, const StoredBuffer& stored) const {
-  trace::Scoped span(absl::StrCat("save ", shard.name()), "storage");
+absl::Status ShardStorage::SaveOne(const StoredShard& shard, const StoredBuffer& stored,
+                                   uint64_t session) const {
+  trace::Scoped span(absl::StrCat("save ", shard.name()), "storage", session);
   SY_ASSIGN_OR_RETURN(std::string dir, Directory(shard));
   ZarrArray array{shard.dtype(), Vector(shard.shape()), Vector(shard.chunks())};
   const pjrt::Buffer& buffer = *stored.buffer;
@@ -109,7 +111,7 @@ absl::Status ShardStorage::Load(const LoadShardsRequest& request, uint64_t owner
     writers_.Run([&, i] {
       const StoredShard& shard = request.shards(i);
       loaded[i] = absl::Now() > deadline ? Expired(shard, request.timeout_ms())
-                                         : About(shard, LoadOne(shard, owner));
+                                         : About(shard, LoadOne(shard, owner, request.session()));
       left.DecrementCount();
     });
   }
@@ -127,8 +129,9 @@ absl::Status ShardStorage::Load(const LoadShardsRequest& request, uint64_t owner
   return failed;
 }
 
-absl::Status ShardStorage::LoadOne(const StoredShard& shard, uint64_t owner) const {
-  trace::Scoped span(absl::StrCat("load ", shard.name()), "storage");
+absl::Status ShardStorage::LoadOne(const StoredShard& shard, uint64_t owner,
+                                   uint64_t session) const {
+  trace::Scoped span(absl::StrCat("load ", shard.name()), "storage", session);
   SY_ASSIGN_OR_RETURN(std::string dir, Directory(shard));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(shard.device_id()));
   const std::vector<int64_t> dims = Vector(shard.dims());

@@ -37,8 +37,10 @@ class ShardStorage {
  private:
   // `location`/`name` on this host.
   absl::StatusOr<std::string> Directory(const StoredShard& shard) const;
-  absl::Status SaveOne(const StoredShard& shard, const StoredBuffer& buffer) const;
-  absl::Status LoadOne(const StoredShard& shard, uint64_t owner) const;
+  // `session`: the caller's, for profiles.
+  absl::Status SaveOne(const StoredShard& shard, const StoredBuffer& buffer,
+                       uint64_t session) const;
+  absl::Status LoadOne(const StoredShard& shard, uint64_t owner, uint64_t session) const;
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;

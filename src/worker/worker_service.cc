@@ -432,11 +432,11 @@ grpc::Status WorkerService::ReturnHostCallback(grpc::ServerContext* context,
 grpc::Status WorkerService::Trace(grpc::ServerContext* context, const TraceRequest* request,
                                   TraceResponse* response) {
   if (request->start()) {
-    trace::Start();
+    response->set_window(trace::Begin());
     return grpc::Status::OK;
   }
   int64_t dropped = 0;
-  for (trace::Span& span : trace::Stop(&dropped)) {
+  for (trace::Span& span : trace::End(request->window(), request->session(), &dropped)) {
     TraceSpan* out = response->add_spans();
     out->set_name(std::move(span.name));
     out->set_category(std::move(span.category));

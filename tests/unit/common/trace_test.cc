@@ -6,23 +6,48 @@
 namespace switchyard::trace {
 namespace {
 
-TEST(TraceTest, RecordsOnlyWhileActive) {
+TEST(TraceTest, RecordsOnlyWhileAWindowIsOpen) {
   Record("before", "test", absl::Now(), absl::Now(), ThisThreadLane());
-  Start();
+  const uint64_t window = Begin();
   EXPECT_TRUE(Active());
   { Scoped span("inside", "test"); }
-  Record("launch", "launch", absl::FromUnixMicros(10), absl::FromUnixMicros(25), DeviceLane(3));
+  const absl::Time now = absl::Now();
+  Record("launch", "launch", now, now + absl::Microseconds(15), DeviceLane(3));
+  // Began before the window: not its.
+  Record("old", "launch", absl::FromUnixMicros(10), absl::FromUnixMicros(25), DeviceLane(3));
   int64_t dropped = -1;
-  std::vector<Span> spans = Stop(&dropped);
+  std::vector<Span> spans = End(window, 0, &dropped);
   EXPECT_FALSE(Active());
   Record("after", "test", absl::Now(), absl::Now(), ThisThreadLane());
   ASSERT_EQ(spans.size(), 2u);
   EXPECT_EQ(spans[0].name, "inside");
-  EXPECT_EQ(spans[1].start_unix_ns, 10000);
+  EXPECT_EQ(spans[1].name, "launch");
   EXPECT_EQ(spans[1].duration_ns, 15000);
   EXPECT_EQ(dropped, 0);
   EXPECT_EQ(LaneNames().at(DeviceLane(3)), "device 3");
-  EXPECT_TRUE(Stop().empty());  // a second stop has nothing
+  EXPECT_TRUE(End(window, 0).empty());  // closed already
+}
+
+// Two sessions' profiles overlap: each gets what happened in its own window, and the
+// other session's spans without their names.
+TEST(TraceTest, OverlappingWindowsOfTwoSessions) {
+  const uint64_t first = Begin();
+  { Scoped span("first's request", "request", 1); }
+  const uint64_t second = Begin();
+  { Scoped span("second's request", "request", 2); }
+  { Scoped span("a transfer", "transfer"); }
+  std::vector<Span> of_first = End(first, 1);
+  EXPECT_TRUE(Active());  // the second is still open
+  { Scoped span("second's launch", "launch", 2); }
+  std::vector<Span> of_second = End(second, 2);
+  EXPECT_FALSE(Active());
+  ASSERT_EQ(of_first.size(), 3u);
+  EXPECT_EQ(of_first[0].name, "first's request");
+  EXPECT_EQ(of_first[1].name, "(another session)");
+  EXPECT_EQ(of_first[2].name, "a transfer");
+  ASSERT_EQ(of_second.size(), 3u);
+  EXPECT_EQ(of_second[0].name, "second's request");
+  EXPECT_EQ(of_second[2].name, "second's launch");
 }
 
 TEST(TraceTest, ChromeJsonHasARowPerProcessAndEscapesNames) {
