@@ -64,6 +64,10 @@ inline constexpr int64_t kStreamAppearS = 10;
 // A proxy (owner) with no Dispatch stream open to a worker for this long is gone:
 // the worker frees what it made.
 inline constexpr int64_t kOwnerLeaseGraceMs = 3000;
+// The RM lists a worker it admits a moment before the worker reads its answer (the RM
+// saves its state file in between): a request for a device id that arrives then waits
+// this long for the ids instead of failing.
+inline constexpr int64_t kRegistrationWaitMs = 5000;
 // A worker that takes no operation from its stream for this long, while a proxy waits
 // to write one, is hung: its epoch ends (DATA_LOSS), as if it had died. Long, because a
 // worker busy with long launches legitimately stops reading once its window is full.

@@ -1,6 +1,7 @@
 #include "worker/device_map.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 
 namespace switchyard::worker {
 
@@ -38,9 +39,15 @@ std::vector<DeviceInfo> DeviceMap::Devices() const {
   return devices_.empty() ? LocalDevices() : devices_;
 }
 
+bool DeviceMap::AwaitIdsLocked() const {
+  auto known = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return !devices_.empty(); };
+  return mutex_.AwaitWithTimeout(absl::Condition(&known),
+                                 absl::Milliseconds(limits::kRegistrationWaitMs));
+}
+
 absl::StatusOr<int> DeviceMap::OrdinalOf(int64_t global_id) const {
   absl::MutexLock lock(&mutex_);
-  if (devices_.empty()) {
+  if (!AwaitIdsLocked()) {
     return absl::UnavailableError("worker has not yet registered with the resource manager");
   }
   for (const DeviceInfo& device : devices_) {
@@ -51,6 +58,7 @@ absl::StatusOr<int> DeviceMap::OrdinalOf(int64_t global_id) const {
 
 absl::StatusOr<int64_t> DeviceMap::GlobalIdOf(int ordinal) const {
   absl::MutexLock lock(&mutex_);
+  AwaitIdsLocked();
   for (const DeviceInfo& device : devices_) {
     if (device.local_ordinal() == ordinal) return device.global_id();
   }

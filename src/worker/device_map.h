@@ -24,7 +24,9 @@ class DeviceMap {
   bool registered() const ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<DeviceInfo> Devices() const ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // UNAVAILABLE before registration; NOT_FOUND for an id that is not ours.
+  // Before registration these wait up to limits::kRegistrationWaitMs for the ids (the RM
+  // may have listed this worker already), then UNAVAILABLE; NOT_FOUND for an id that is
+  // not ours.
   absl::StatusOr<int> OrdinalOf(int64_t global_id) const ABSL_LOCKS_EXCLUDED(mutex_);
   absl::StatusOr<int64_t> GlobalIdOf(int ordinal) const ABSL_LOCKS_EXCLUDED(mutex_);
   // The plugin's own device id for an ordinal (what device assignments name).
@@ -32,6 +34,9 @@ class DeviceMap {
   int size() const { return static_cast<int>(client_->devices().size()); }
 
  private:
+  // Waits (bounded) until the ids are known; false if they are not.
+  bool AwaitIdsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   const pjrt::Client* client_;
   mutable absl::Mutex mutex_;
   std::vector<DeviceInfo> devices_ ABSL_GUARDED_BY(mutex_);
