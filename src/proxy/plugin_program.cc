@@ -8,6 +8,7 @@
 #include "absl/strings/strip.h"
 #include "common/limits.h"
 #include "common/status_macros.h"
+#include "common/wire_numbers.h"
 #include "proxy/sharding.h"
 #include "switchyard/plugin_program.pb.h"
 
@@ -61,10 +62,11 @@ absl::Status CheckName(const std::string& name) {
 
 absl::StatusOr<std::vector<int64_t>> Shape(const google::protobuf::RepeatedField<int64_t>& dims) {
   if (dims.size() > limits::kArrayRankMax) return Bad("too many dimensions");
-  for (int64_t d : dims) {
-    if (d < 0) return Bad("a negative dimension");
+  std::vector<int64_t> shape(dims.begin(), dims.end());
+  if (absl::Status checked = CheckedElements(shape, "shape").status(); !checked.ok()) {
+    return Bad(checked.message());
   }
-  return std::vector<int64_t>(dims.begin(), dims.end());
+  return shape;
 }
 
 template <typename Request>
