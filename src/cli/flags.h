@@ -14,6 +14,7 @@ ABSL_DECLARE_FLAG(std::string, listen_host);
 ABSL_DECLARE_FLAG(std::string, resource_manager_address);
 ABSL_DECLARE_FLAG(std::string, pjrt_plugin);
 ABSL_DECLARE_FLAG(std::string, python);
+ABSL_DECLARE_FLAG(std::string, sidecar_shm_directory);
 ABSL_DECLARE_FLAG(int, metrics_port);
 ABSL_DECLARE_FLAG(std::string, gcs_scratch_location);
 ABSL_DECLARE_FLAG(std::string, storage_mount_root);

@@ -30,7 +30,11 @@ ABSL_FLAG(std::string, pjrt_plugin, "",
 ABSL_FLAG(std::string, python, "",
           "A Python executable with jaxlib (the clients' newest): workers register its "
           "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_WORKER_PYTHON; "
-          "none: programs that call them fail)");
+          "none: programs that call them fail). It also runs the colocated Python sidecars, "
+          "so it needs jax, cloudpickle and switchyard for those");
+ABSL_FLAG(std::string, sidecar_shm_directory, "/dev/shm",
+          "Where workers and their colocated Python sidecars pass arrays: a memory-backed "
+          "directory (in Kubernetes an emptyDir with medium Memory shared by both containers)");
 
 ABSL_FLAG(std::string, gcs_scratch_location, "",
           "Shared storage for compiled programs (the persistent compilation cache): a "

@@ -334,13 +334,14 @@ int RunUp(const char* argv0) {
     const std::string name = absl::StrCat("worker ", i);
     cluster.Start(
         name,
-        with_shared({"worker", absl::StrCat("--resource_manager_address=", rm_address),
-                     metrics_flag(2 + i), absl::StrCat("--server_port=", port),
-                     absl::StrCat("--listen_host=", host),
-                     absl::StrCat("--slice_index=", i / hosts_per_slice),
-                     absl::StrCat("--host_index=", i % hosts_per_slice),
-                     absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
-                     absl::StrCat("--cpu_device_count=", devices)}));
+        with_shared(
+            {"worker", absl::StrCat("--resource_manager_address=", rm_address), metrics_flag(2 + i),
+             absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
+             absl::StrCat("--slice_index=", i / hosts_per_slice),
+             absl::StrCat("--host_index=", i % hosts_per_slice),
+             absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
+             absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
+             absl::StrCat("--cpu_device_count=", devices)}));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));

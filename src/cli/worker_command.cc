@@ -68,6 +68,7 @@ int RunWorker() {
   options.compilation_cache_dir = *cache;
   options.compilation_cache_max_bytes = absl::GetFlag(FLAGS_compilation_cache_max_bytes);
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
+  options.sidecar_shm_directory = absl::GetFlag(FLAGS_sidecar_shm_directory);
 
   auto server = worker::WorkerServer::Start(options);
   if (!server.ok()) {

@@ -131,4 +131,14 @@ inline constexpr int64_t kTraceSpansMax = int64_t{1} << 20;
 // program; 50 GiB keeps a team's working set on a shared volume.
 inline constexpr int64_t kCompilationCacheBytesDefault = int64_t{50} << 30;
 
+// Colocated Python. A string array's shard (held in worker memory, not on a device;
+// colocated functions pass specs and small values this way): 64 MiB.
+inline constexpr int64_t kStringArrayBytesMax = int64_t{64} << 20;
+// A sidecar has this long to start its Python and JAX and form its processes' world.
+inline constexpr int64_t kSidecarStartMs = 120'000;
+// A sidecar's answer (a pickled program, outputs' shards named), at most.
+inline constexpr int64_t kSidecarMessageBytesMax = int64_t{256} << 20;
+// Sessions with a live sidecar on one worker; past it the least recently used stops.
+inline constexpr int64_t kSidecarsMax = 16;
+
 }  // namespace switchyard::limits

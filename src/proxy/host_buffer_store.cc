@@ -22,14 +22,14 @@ HostBuffer::HostBuffer(int64_t size, InOnePiece) : size_(size) {}
 absl::Status HostBuffer::Fill(std::unique_ptr<HostBytes> data) {
   absl::MutexLock lock(&mutex_);
   if (finished_) return absl::FailedPreconditionError("host buffer already complete");
-  if (data == nullptr || static_cast<int64_t>(data->size()) != size_) {
+  if (data == nullptr || (size_ >= 0 && static_cast<int64_t>(data->size()) != size_)) {
     status_ = absl::DataLossError(absl::StrCat("host buffer of ", size_, " bytes filled with ",
                                                data == nullptr ? 0 : data->size()));
     finished_ = true;
     return status_;
   }
+  arrived_ = static_cast<int64_t>(data->size());
   bytes_ = std::move(data);
-  arrived_ = size_;
   finished_ = true;
   return absl::OkStatus();
 }
@@ -57,13 +57,15 @@ void HostBuffer::Finish(absl::Status status) {
 
 absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time deadline,
                                                       const CancelledFn& cancelled) const {
-  bytes = std::min(bytes, size_);
+  if (size_ >= 0) bytes = std::min(bytes, size_);
   absl::MutexLock lock(&mutex_);
+  const bool sized_by_fill = bytes == kWholeFill;
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return (arrived_ >= bytes && bytes_ != nullptr) || finished_;
   };
   while (true) {
     if (!status_.ok()) return status_;
+    if (sized_by_fill && bytes_ != nullptr) bytes = arrived_;
     if (arrived_ >= bytes && bytes_ != nullptr) return absl::string_view(bytes_->data(), bytes);
     if (finished_) return absl::DataLossError("host buffer upload ended early");
     if (cancelled && cancelled()) return absl::CancelledError("the client went away");

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,13 +32,17 @@ class HostBuffer {
   // failed by `Finish`).
   struct InOnePiece {};
   HostBuffer(int64_t size, InOnePiece);
+  // In one piece, of a size known only then (a string array's contents): `size()` is 0,
+  // and only `WaitAll` reads it.
+  static constexpr int64_t kSizedByFill = -1;
 
-  int64_t size() const { return size_; }
+  int64_t size() const { return size_ < 0 ? 0 : size_; }
   // DATA_LOSS past the declared size.
   absl::Status Append(absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the upload; a short one or `status` fails every reader.
   void Finish(absl::Status status = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Completes a buffer arriving in one piece; DATA_LOSS for the wrong size.
+  // Completes a buffer arriving in one piece; DATA_LOSS for the wrong size (any size
+  // for kSizedByFill).
   absl::Status Fill(std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND
@@ -48,10 +53,11 @@ class HostBuffer {
   // All of it.
   absl::StatusOr<absl::string_view> WaitAll(absl::Time deadline,
                                             const CancelledFn& cancelled = nullptr) const {
-    return WaitFor(size_, deadline, cancelled);
+    return WaitFor(size_ < 0 ? kWholeFill : size_, deadline, cancelled);
   }
 
  private:
+  static constexpr int64_t kWholeFill = std::numeric_limits<int64_t>::max();
   const int64_t size_;
   mutable absl::Mutex mutex_;
   // An upload written in place as it arrives (only the first `arrived_` bytes are

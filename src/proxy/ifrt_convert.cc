@@ -41,6 +41,8 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
     case DTypeProto::KIND_F4E2M1FN:
     case DTypeProto::KIND_TOKEN:
       return static_cast<DType>(proto.kind());
+    case DTypeProto::KIND_STRING:
+      return STRING;  // numbers differ: IFRT's kind is not an XLA type
     default:
       return absl::UnimplementedError(absl::StrCat("Switchyard does not serve arrays of dtype ",
                                                    DTypeProto::Kind_Name(proto.kind()), " (",
@@ -50,7 +52,7 @@ absl::StatusOr<DType> FromDTypeProto(const DTypeProto& proto) {
 
 DTypeProto ToDTypeProto(DType dtype) {
   DTypeProto proto;
-  proto.set_kind(static_cast<DTypeProto::Kind>(dtype));
+  proto.set_kind(dtype == STRING ? DTypeProto::KIND_STRING : static_cast<DTypeProto::Kind>(dtype));
   return proto;
 }
 

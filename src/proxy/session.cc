@@ -381,8 +381,9 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
                                        ", host=", info.host_index(), ")"));
     auto* attributes = device->mutable_attributes();
     SetAttribute(attributes, "slice_index", int64_t{info.slice_index()});
-    SetAttribute(attributes, "colocation_id",
-                 int64_t{info.slice_index()} * 1024 + info.host_index());
+    // One per device: jax.experimental.colocated_python pairs each device with the CPU
+    // device of the same id, and on CPU workers that is the device itself.
+    SetAttribute(attributes, "colocation_id", static_cast<int64_t>(id));
     SetAttribute(attributes, "coords",
                  std::vector<int64_t>{info.local_ordinal(), info.host_index(), 0});
     SetAttribute(attributes, "core_on_chip", int64_t{0});

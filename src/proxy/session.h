@@ -33,6 +33,7 @@
 #include "proxy/response_sink.h"
 #include "proxy/version.h"
 #include "proxy/worker_calls.h"
+#include "switchyard/worker.pb.h"
 #include "xla/xla_data.pb.h"
 
 namespace switchyard::proxy {
@@ -45,6 +46,22 @@ struct ExecutablePart {
   uint64_t worker_id = 0;
   uint64_t epoch = 0;            // the worker's epoch it was compiled in
   std::vector<int64_t> devices;  // global ids, in the worker's launch order
+};
+
+// The CustomCallProgram type of jax.experimental.colocated_python.
+inline constexpr char kColocatedPythonType[] = "jax_colocated_python_v0.0.1";
+inline constexpr char kCustomCallProgram[] = "xla::ifrt::CustomCallProgram";
+
+struct ColocatedSpec {
+  DType dtype = DTYPE_INVALID;
+  std::vector<int64_t> shape;
+  Sharding sharding;
+};
+
+struct ColocatedProgram {
+  std::string name;
+  std::string pickled;  // the client's cloudpickled function and specs
+  std::vector<ColocatedSpec> inputs, outputs;
 };
 
 // A program compiled on one worker, or on every worker of a multi-host client.
@@ -71,6 +88,8 @@ struct Executable {
   // A plugin program (persistence, profiling, reshard): served by the proxy and the
   // workers' own storage paths, never compiled; `parts` is empty.
   std::shared_ptr<const PluginRequest> plugin;
+  // A colocated Python function: run by the workers' sidecars; `parts` is empty.
+  std::shared_ptr<const ColocatedProgram> colocated;
 
   ~Executable();
 };
@@ -188,6 +207,15 @@ class Session {
   absl::Status ExecutePlugin(const Executable& executable,
                              const wire::LoadedExecutableExecuteRequest& request,
                              wire::LoadedExecutableExecuteResponse* response);
+  // Colocated Python (session_colocated.cc). The compile is answered at once; a call
+  // goes to the sidecar of each worker of the function's devices.
+  absl::Status CompileColocated(const wire::CompileRequest& request, uint64_t op_id);
+  absl::Status ExecuteColocated(const Executable& executable,
+                                const wire::LoadedExecutableExecuteRequest& request,
+                                wire::LoadedExecutableExecuteResponse* response);
+  // The session's hosts as its sidecars see them: one process each, in slice and host
+  // order, with its devices (ColocatedCallRequest.hosts); fixed once made.
+  const std::vector<ColocatedHost>& ColocatedWorld();
   // Each worker writes the shards it holds (one copy of each), straight to storage;
   // `resolve` gets the first failure, or OK once every shard is written.
   absl::Status WritePersisted(const PersistenceWrite& write,
@@ -262,6 +290,8 @@ class Session {
   // Resolved off the session thread (by worker answers, which may come after the
   // session has ended: they hold it shared).
   std::shared_ptr<LateFutures> late_futures_ = std::make_shared<LateFutures>();
+  std::vector<ColocatedHost> colocated_world_;      // see ColocatedWorld()
+  std::vector<WorkerConnection*> colocated_hosts_;  // parallel to it
   // A profile being taken: this process's window, and each worker's.
   uint64_t trace_window_ = 0;
   std::map<WorkerConnection*, uint64_t> worker_trace_windows_;

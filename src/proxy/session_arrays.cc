@@ -62,6 +62,33 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
   array->dtype = dtype;
   array->shape = shape;
   array->shards.resize(sharding.devices.size());
+  if (dtype == STRING) {
+    // Host-side strings (StringArrayContents), whole on each device: colocated Python
+    // takes and makes them.
+    SY_ASSIGN_OR_RETURN(absl::string_view all,
+                        host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
+    for (size_t i = 0; i < sharding.devices.size(); ++i) {
+      if (!layout.holds[i]) continue;
+      if (layout.domains[i].shape() != shape) {
+        return absl::UnimplementedError(
+            "a string array is held whole on each of its devices (single-device or "
+            "replicated); split ones are not supported");
+      }
+      const int64_t device = sharding.devices[i];
+      SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+      if (!worker->up()) {
+        array->shards[i] = LostShard(worker, device);
+        continue;
+      }
+      const uint64_t id = NewWorkerObjectId();
+      SY_ASSIGN_OR_RETURN(uint64_t epoch,
+                          PutBuffer(worker, id, device, dtype, shape, std::string(all), ""));
+      array->shards[i] =
+          std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
+    }
+    array->sharding = std::move(sharding);
+    return array;
+  }
   const int64_t element_bytes = HostElementBytes(dtype);
   if (element_bytes <= 0) {
     return absl::InvalidArgumentError(
@@ -110,6 +137,20 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
 absl::StatusOr<std::unique_ptr<HostBytes>> Session::FetchArray(
     const Array& array, const std::vector<int64_t>& byte_strides, CallSet* calls) {
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
+  if (array.dtype == STRING) {
+    // A whole copy, as the worker sends it (StringArrayContents): the host form.
+    absl::Status last =
+        absl::UnimplementedError("fetching a string array split over devices is not supported");
+    for (size_t i = 0; i < array.shards.size(); ++i) {
+      if (!layout.holds[i] || array.shards[i] == nullptr) continue;
+      if (layout.domains[i].shape() != array.shape) continue;
+      const RemoteBuffer& shard = *array.shards[i];
+      last = shard.Usable();
+      if (!last.ok()) continue;
+      return GetBuffer(shard.worker(), shard.id(), shard.made(), calls);
+    }
+    return last;
+  }
   const int64_t element_bytes = HostElementBytes(array.dtype);
   SY_ASSIGN_OR_RETURN(int64_t region, HostRegionBytes(array.shape, byte_strides, element_bytes));
   std::unique_ptr<HostBytes> host;
@@ -617,8 +658,11 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
                                             uint64_t op_id) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
   std::vector<int64_t> strides = Strides(request.has_byte_strides(), request.byte_strides());
-  SY_ASSIGN_OR_RETURN(int64_t region,
-                      HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
+  int64_t region = HostBuffer::kSizedByFill;  // strings: as long as their contents
+  if (array->dtype != STRING) {
+    SY_ASSIGN_OR_RETURN(region,
+                        HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
+  }
   // Visible to lookups at once; they wait for the bytes.
   SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
                       host_buffers_->Expect(request.host_buffer_handle(), region));

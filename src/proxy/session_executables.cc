@@ -107,6 +107,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::GetExecutable(uint64_t hand
 
 absl::Status Session::CompileLater(const wire::CompileRequest& request, uint64_t op_id) {
   if (request.program().type_name() == kPluginProgram) return CompilePlugin(request, op_id);
+  if (request.program().type_name() == kCustomCallProgram) return CompileColocated(request, op_id);
   if (request.program().type_name() != kXlaProgram) {
     return absl::UnimplementedError(absl::StrCat("Switchyard compiles XLA programs only, not '",
                                                  request.program().type_name(), "'"));
@@ -385,9 +386,10 @@ absl::Status Session::HandleExecutableMetadata(const wire::LoadedExecutableMetad
     layout->mutable_minor_to_major()->Add(dense.begin(), dense.end());
   };
   // A reshard's or profile's outputs are known only when it runs: the default layouts.
-  const bool outputs_unknown = executable->plugin != nullptr &&
-                               !std::holds_alternative<PersistenceRead>(*executable->plugin) &&
-                               !std::holds_alternative<PersistenceWrite>(*executable->plugin);
+  const bool outputs_unknown = executable->colocated != nullptr ||
+                               (executable->plugin != nullptr &&
+                                !std::holds_alternative<PersistenceRead>(*executable->plugin) &&
+                                !std::holds_alternative<PersistenceWrite>(*executable->plugin));
   if (outputs_unknown) {
     *response->mutable_output_layouts_error() =
         ToStatusProto(absl::UnimplementedError("the outputs have the default layouts"));
@@ -477,6 +479,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
                                     wire::LoadedExecutableExecuteResponse* response) {
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
   if (executable->plugin != nullptr) return ExecutePlugin(*executable, request, response);
+  if (executable->colocated != nullptr) return ExecuteColocated(*executable, request, response);
   const size_t num_devices = executable->devices.size();
   const size_t outputs = executable->output_dtypes.size();
   if (request.result_array_handle_size() != 0 &&

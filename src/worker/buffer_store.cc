@@ -1,6 +1,7 @@
 #include "worker/buffer_store.h"
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace switchyard::worker {
 
@@ -18,6 +19,21 @@ absl::Status BufferStore::Add(uint64_t id, int64_t device_id, std::unique_ptr<pj
   return absl::OkStatus();
 }
 
+absl::Status BufferStore::AddStrings(uint64_t id, int64_t device_id, std::vector<int64_t> dims,
+                                     std::vector<std::string> strings, uint64_t owner) {
+  if (id == 0) return absl::InvalidArgumentError("buffer id 0 is reserved");
+  auto entry = std::make_shared<StoredBuffer>();
+  entry->device_id = device_id;
+  entry->owner = owner;
+  entry->is_strings = true;
+  entry->strings = std::move(strings);
+  entry->dims = std::move(dims);
+  absl::MutexLock lock(&mutex_);
+  auto [it, inserted] = buffers_.try_emplace(id, entry);
+  if (!inserted) return absl::AlreadyExistsError(absl::StrCat("buffer ", id, " already exists"));
+  return absl::OkStatus();
+}
+
 void BufferStore::AddError(uint64_t id, absl::Status error, uint64_t owner) {
   if (id == 0) return;
   auto entry = std::make_shared<StoredBuffer>();
@@ -28,6 +44,17 @@ void BufferStore::AddError(uint64_t id, absl::Status error, uint64_t owner) {
 }
 
 absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::Get(uint64_t id) const {
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, GetAny(id));
+  if (stored->is_strings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", id,
+        " is a string array: strings live on the host, for colocated Python and fetches; "
+        "programs, transfers and checkpoints take numeric arrays"));
+  }
+  return stored;
+}
+
+absl::StatusOr<std::shared_ptr<const StoredBuffer>> BufferStore::GetAny(uint64_t id) const {
   return GetWhenPresent(id, absl::ZeroDuration());
 }
 

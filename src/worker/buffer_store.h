@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -18,8 +19,13 @@ namespace switchyard::worker {
 struct StoredBuffer {
   int64_t device_id = 0;                 // global
   uint64_t owner = 0;                    // who made it (OwnerLeases); 0: nobody in particular
-  std::unique_ptr<pjrt::Buffer> buffer;  // null when `error` is set
+  std::unique_ptr<pjrt::Buffer> buffer;  // null when `error` is set, or for strings
   absl::Status error;                    // why the operation meant to produce this buffer failed
+  // A string array's elements (DType STRING, row-major): host-side, made by colocated
+  // Python or a client's put; only fetches and colocated Python read them.
+  bool is_strings = false;
+  std::vector<std::string> strings;
+  std::vector<int64_t> dims;  // of the strings
 };
 
 class BufferStore {
@@ -27,12 +33,20 @@ class BufferStore {
   // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
   absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
                    uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
+  // A string array's shard; the same errors as `Add`.
+  absl::Status AddStrings(uint64_t id, int64_t device_id, std::vector<int64_t> dims,
+                          std::vector<std::string> strings, uint64_t owner = 0)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Records that the buffer `id` will never be made, and why; readers get `error`.
   void AddError(uint64_t id, absl::Status error, uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
-  // The buffer, or the error stored in its place; NOT_FOUND for an unknown id.
+  // The buffer, or the error stored in its place; NOT_FOUND for an unknown id;
+  // INVALID_ARGUMENT for strings (devices cannot take them).
   absl::StatusOr<std::shared_ptr<const StoredBuffer>> Get(uint64_t id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // Like `Get`, but waits up to `timeout` for the id to appear: the operation that
+  // The entry whether device buffer or strings (`is_strings`), or the stored error.
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> GetAny(uint64_t id) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Like `GetAny`, but waits up to `timeout` for the id to appear: the operation that
   // makes it may still be on its way (a launch or transfer sent by another path).
   absl::StatusOr<std::shared_ptr<const StoredBuffer>> GetWhenPresent(uint64_t id,
                                                                      absl::Duration timeout) const

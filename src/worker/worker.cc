@@ -17,6 +17,7 @@
 #include "common/thread_name.h"
 #include "pjrt/pjrt.h"
 #include "worker/buffer_store.h"
+#include "worker/colocated_calls.h"
 #include "worker/device_map.h"
 #include "worker/embedded_jaxlib.h"
 #include "worker/executor.h"
@@ -120,6 +121,8 @@ class WorkerServerImpl final : public WorkerServer {
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
     storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), &buffers_,
                                               options.storage_mount_root);
+    colocated_ = std::make_unique<ColocatedCalls>(client_.get(), devices_.get(), &buffers_,
+                                                  options.python, options.sidecar_shm_directory);
 
     WorkerIdentity identity;
     identity.slice_index = options.slice_index;
@@ -132,7 +135,7 @@ class WorkerServerImpl final : public WorkerServer {
                                     absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
     service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
                                                executor_.get(), transfers_.get(), &progress_,
-                                               callbacks_.get(), storage_.get());
+                                               callbacks_.get(), storage_.get(), colocated_.get());
     // Frees what dead proxies made (their leases ran out).
     lease_sweeper_ = std::thread([this] {
       NameThisThread("sy-lease-sweep");
@@ -294,7 +297,8 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<compile_cache::CompileCache> compile_cache_;  // outlives the executor
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<Transfers> transfers_;
-  std::unique_ptr<ShardStorage> storage_;  // its writers finish before the buffers go
+  std::unique_ptr<ShardStorage> storage_;      // its writers finish before the buffers go
+  std::unique_ptr<ColocatedCalls> colocated_;  // its sidecars stop before the buffers go
   std::unique_ptr<WorkerService> service_;
   StartedServer server_;
   std::string address_;

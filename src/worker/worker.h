@@ -42,6 +42,9 @@ struct WorkerOptions {
   // Where gs:// and s3:// buckets are mounted, for checkpoint locations (gs://bucket/dir
   // is <root>/bucket/dir); empty: only directories.
   std::string storage_mount_root;
+  // Where arrays pass between this worker and its colocated Python sidecars (which run
+  // on `python`): a memory-backed directory.
+  std::string sidecar_shm_directory = "/dev/shm";
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/call_metadata.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
@@ -17,7 +18,9 @@
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/trace.h"
+#include "common/wire_numbers.h"
 #include "common/wire_record.h"
+#include "ifrt/ifrt_types.pb.h"
 #include "pjrt/buffer.h"
 #include "pjrt/dtype.h"
 #include "worker/transfers.h"
@@ -131,6 +134,7 @@ void WorkerService::ReleaseExpiredOwners() {
   for (uint64_t owner : expired) {
     const int64_t buffers = buffers_->DeleteOwned(owner);
     const int64_t executables = executor_->DeleteOwned(owner);
+    if (colocated_ != nullptr) colocated_->EndOwner(owner);
     if (buffers + executables > 0) {
       SY_LOG(Info) << "owner " << owner << " has had no stream open for "
                    << limits::kOwnerLeaseGraceMs << " ms (its proxy died or reconnected): freed "
@@ -166,6 +170,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
   }
   const BufferHeader header = chunk.header();
   RecordWire("worker_put_header", header);
+  if (header.dtype() == STRING) return ReceiveStrings(chunk, reader, owner);
   SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
   if (header.buffer_id() == 0 || buffers_->Contains(header.buffer_id())) {
@@ -200,6 +205,44 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
 }
 
+absl::Status WorkerService::ReceiveStrings(PutBufferChunk& chunk,
+                                           grpc::ServerReader<PutBufferChunk>* reader,
+                                           uint64_t owner) {
+  const BufferHeader header = chunk.header();
+  SY_RETURN_IF_ERROR(devices_->OrdinalOf(header.device_id()).status());
+  SY_ASSIGN_OR_RETURN(int64_t elements, CheckedElements(absl::MakeConstSpan(header.dims().data(),
+                                                                            header.dims().size()),
+                                                        "string array"));
+  if (header.size_bytes() > static_cast<uint64_t>(limits::kStringArrayBytesMax)) {
+    return absl::InvalidArgumentError(absl::StrCat("a string array of ", header.size_bytes(),
+                                                   " bytes is past the limit of ",
+                                                   limits::kStringArrayBytesMax));
+  }
+  std::string data = std::move(*chunk.mutable_data());
+  while (reader->Read(&chunk)) {
+    if (chunk.has_header()) return absl::InvalidArgumentError("a second header in one stream");
+    if (data.size() + chunk.data().size() > header.size_bytes()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer ", header.buffer_id(), " sent more than its ", header.size_bytes(), " bytes"));
+    }
+    data += chunk.data();
+  }
+  ::xla::ifrt::StringArrayContents contents;
+  if (data.size() != header.size_bytes() || !contents.ParseFromString(data)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", header.buffer_id(), ": malformed string array contents"));
+  }
+  if (contents.strings_size() != elements) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a string array of shape [", absl::StrJoin(header.dims(), ","), "] needs ",
+                     elements, " strings, not ", contents.strings_size()));
+  }
+  Touch(owner);
+  return buffers_->AddStrings(header.buffer_id(), header.device_id(),
+                              {header.dims().begin(), header.dims().end()},
+                              {contents.strings().begin(), contents.strings().end()}, owner);
+}
+
 grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
                                       grpc::ServerReader<PutBufferChunk>* reader,
                                       PutBufferResponse* response) {
@@ -223,11 +266,12 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
     SY_RETURN_IF_ERROR(progress_->WaitFor(
         request.after_stream(), request.after_seq(), absl::FromChrono(context->deadline()),
         absl::Seconds(limits::kStreamAppearS), [context] { return context->IsCancelled(); }));
-    stored = buffers_->Get(request.buffer_id());
+    stored = buffers_->GetAny(request.buffer_id());
   } else {
     stored = buffers_->GetWhenPresent(request.buffer_id(), WaitFor(request.wait_ms()));
   }
   if (!stored.ok()) return stored.status();
+  if ((*stored)->is_strings) return ServeStrings(request.buffer_id(), **stored, writer);
   const pjrt::Buffer& buffer = *(*stored)->buffer;
   // A failed producer is reported as itself, before any bytes go out.
   absl::Status ready = buffer.AwaitReady();
@@ -266,6 +310,23 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
     chunk.clear_header();
     offset += n;
   } while (offset < size);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::ServeStrings(uint64_t id, const StoredBuffer& stored,
+                                         grpc::ServerWriter<GetBufferChunk>* writer) {
+  // One message: the IFRT host form of a string array (StringArrayContents).
+  ::xla::ifrt::StringArrayContents contents;
+  for (const std::string& element : stored.strings) contents.add_strings(element);
+  GetBufferChunk chunk;
+  BufferHeader* header = chunk.mutable_header();
+  header->set_buffer_id(id);
+  header->set_device_id(stored.device_id);
+  header->set_dtype(STRING);
+  header->mutable_dims()->Add(stored.dims.begin(), stored.dims.end());
+  contents.SerializeToString(chunk.mutable_data());
+  header->set_size_bytes(chunk.data().size());
+  if (!writer->Write(chunk)) return absl::CancelledError("client went away");
   return absl::OkStatus();
 }
 
@@ -358,6 +419,13 @@ grpc::Status WorkerService::Dispatch(
                                          return storage_->Load(request.load_shards(), owner);
                                        });
         break;
+      case DispatchRequest::kColocatedCall:
+        // On the stream thread, as loads are: later operations may read its outputs.
+        status = colocated_ == nullptr
+                     ? absl::UnimplementedError("this worker runs no colocated Python")
+                     : Guarded("ColocatedCall",
+                               [&] { return colocated_->Run(request.colocated_call(), owner); });
+        break;
       case DispatchRequest::kSaveShards: {
         if (storage_ == nullptr) {
           status = absl::UnimplementedError("this worker has no storage");
@@ -377,11 +445,12 @@ grpc::Status WorkerService::Dispatch(
         // errors do); answer when the last one is computed, without blocking the stream.
         std::vector<std::shared_ptr<const StoredBuffer>> buffers;
         for (uint64_t id : request.await_buffers().buffer_ids()) {
-          auto stored = buffers_->Get(id);
+          auto stored = buffers_->GetAny(id);
           if (!stored.ok()) {
             status = stored.status();
             break;
           }
+          if ((*stored)->is_strings) continue;  // made whole, at once
           buffers.push_back(*std::move(stored));
         }
         if (!status.ok() || buffers.empty()) break;
@@ -453,6 +522,7 @@ grpc::Status WorkerService::CancelLaunches(grpc::ServerContext* context,
                                            const CancelLaunchesRequest* request,
                                            CancelLaunchesResponse* response) {
   executor_->CancelSession(request->session());
+  if (colocated_ != nullptr) colocated_->EndSession(request->session());
   return grpc::Status::OK;
 }
 

@@ -10,6 +10,7 @@
 #include "pjrt/client.h"
 #include "switchyard/worker.grpc.pb.h"
 #include "worker/buffer_store.h"
+#include "worker/colocated_calls.h"
 #include "worker/device_map.h"
 #include "worker/executor.h"
 #include "worker/host_callbacks.h"
@@ -32,7 +33,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   WorkerService(WorkerIdentity identity, const pjrt::Client* client, const DeviceMap* devices,
                 BufferStore* buffers, Executor* executor, Transfers* transfers,
                 StreamProgress* progress, HostCallbacks* callbacks = nullptr,
-                ShardStorage* storage = nullptr)
+                ShardStorage* storage = nullptr, ColocatedCalls* colocated = nullptr)
       : identity_(std::move(identity)),
         client_(client),
         devices_(devices),
@@ -42,6 +43,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
         progress_(progress),
         callbacks_(callbacks),
         storage_(storage),
+        colocated_(colocated),
         leases_(absl::Milliseconds(limits::kOwnerLeaseGraceMs)) {}
 
   // The address is known only once the server has bound its port.
@@ -86,6 +88,11 @@ class WorkerService final : public ::switchyard::Worker::Service {
   absl::StatusOr<uint64_t> CheckCaller(const grpc::ServerContext& context) const;
   void Touch(uint64_t owner) ABSL_LOCKS_EXCLUDED(leases_mutex_);
   absl::Status ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader, uint64_t owner);
+  // A string array's shard (DType STRING) as StringArrayContents.
+  absl::Status ReceiveStrings(PutBufferChunk& first, grpc::ServerReader<PutBufferChunk>* reader,
+                              uint64_t owner);
+  absl::Status ServeStrings(uint64_t id, const StoredBuffer& stored,
+                            grpc::ServerWriter<GetBufferChunk>* writer);
   absl::Status ServeBuffer(grpc::ServerContext* context, const GetBufferRequest& request,
                            grpc::ServerWriter<GetBufferChunk>* writer);
 
@@ -98,8 +105,9 @@ class WorkerService final : public ::switchyard::Worker::Service {
   Executor* executor_;
   Transfers* transfers_;
   StreamProgress* progress_;
-  HostCallbacks* callbacks_;  // may be null
-  ShardStorage* storage_;     // may be null: saves and loads are refused
+  HostCallbacks* callbacks_;   // may be null
+  ShardStorage* storage_;      // may be null: saves and loads are refused
+  ColocatedCalls* colocated_;  // may be null: colocated Python is refused
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };

@@ -1,0 +1,298 @@
+"""The colocated Python sidecar: `python -m switchyard.sidecar`, started by a worker.
+
+A worker starts one per session (at its first colocated call) and talks to it over
+stdin/stdout (switchyard/sidecar.proto; each message its 4-byte little-endian length,
+then the bytes). The sidecar is one process of a multi-process JAX on CPU whose processes
+are the session's hosts, so a function sees what a multi-controller JAX process would:
+`jax.process_index()`, `jax.process_count()`, arrays over every host's devices of
+which this host's shards are addressable. Device ids inside the sidecar differ from the
+client's; the client's pickles are translated both ways.
+
+Array shards arrive and leave as files in the worker's shared-memory directory. What the
+functions print goes to stderr (the worker's log): stdout carries the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import struct
+import sys
+import threading
+import traceback
+
+from switchyard import common_pb2, sidecar_pb2
+
+_OK, _UNKNOWN, _INVALID_ARGUMENT, _FAILED_PRECONDITION = 0, 2, 3, 9
+
+
+def _read_exactly(stream, size: int) -> bytes | None:
+  data = b""
+  while len(data) < size:
+    chunk = stream.read(size - len(data))
+    if not chunk:
+      return None
+    data += chunk
+  return data
+
+
+def _receive(stream) -> sidecar_pb2.SidecarRequest | None:
+  header = _read_exactly(stream, 4)
+  if header is None:
+    return None
+  body = _read_exactly(stream, struct.unpack("<I", header)[0])
+  if body is None:
+    return None
+  return sidecar_pb2.SidecarRequest.FromString(body)
+
+
+def _send(stream, reply: sidecar_pb2.SidecarReply) -> None:
+  body = reply.SerializeToString()
+  stream.write(struct.pack("<I", len(body)) + body)
+  stream.flush()
+
+
+def _numpy_dtypes():
+  import ml_dtypes
+  import numpy as np
+
+  return {
+      common_pb2.PRED: np.dtype(np.bool_), common_pb2.S8: np.dtype(np.int8),
+      common_pb2.S16: np.dtype(np.int16), common_pb2.S32: np.dtype(np.int32),
+      common_pb2.S64: np.dtype(np.int64), common_pb2.U8: np.dtype(np.uint8),
+      common_pb2.U16: np.dtype(np.uint16), common_pb2.U32: np.dtype(np.uint32),
+      common_pb2.U64: np.dtype(np.uint64), common_pb2.F16: np.dtype(np.float16),
+      common_pb2.F32: np.dtype(np.float32), common_pb2.F64: np.dtype(np.float64),
+      common_pb2.C64: np.dtype(np.complex64), common_pb2.C128: np.dtype(np.complex128),
+      common_pb2.BF16: np.dtype(ml_dtypes.bfloat16),
+      common_pb2.F8E5M2: np.dtype(ml_dtypes.float8_e5m2),
+      common_pb2.F8E4M3FN: np.dtype(ml_dtypes.float8_e4m3fn),
+      common_pb2.S4: np.dtype(ml_dtypes.int4), common_pb2.U4: np.dtype(ml_dtypes.uint4),
+  }
+
+
+class World:
+  """This process's JAX: one process of a CPU 'cluster' formed by the session's hosts.
+
+  JAX's multi-process CPU client learns the other processes' devices through a
+  coordination service. The other hosts' sidecars are independent processes (one may
+  crash and restart alone), so each sidecar runs a private service and stands in for
+  the other processes itself: their clients only publish their device counts and are
+  dropped once the topology is known.
+  """
+
+  def __init__(self, hosts: list[list[int]], host: int):
+    flags = os.environ.get("XLA_FLAGS", "")
+    os.environ["XLA_FLAGS"] = re.sub(r"--xla_force_host_platform_device_count=\S*", "", flags)
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+    from jax._src import distributed
+    from jax._src.lib import _jax
+
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", len(hosts[host]))
+    self._keep = []
+    if len(hosts) > 1:
+      with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{probe.getsockname()[1]}"
+      service = _jax.get_distributed_runtime_service(address, len(hosts))
+      clients = [_jax.get_distributed_runtime_client(address, i, init_timeout=60)
+                 for i in range(len(hosts))]
+      _run_all([c.connect for c in clients])
+      distributed.global_state.service = service
+      distributed.global_state.client = clients[host]
+      distributed.global_state.process_id = host
+      distributed.global_state.num_processes = len(hosts)
+      others = {}
+
+      def stand_in(i):
+        others[i] = _jax.get_tfrt_cpu_client(
+            asynchronous=True, distributed_client=clients[i], node_id=i,
+            num_nodes=len(hosts), num_devices=len(hosts[i]))
+
+      _run_all([lambda i=i: stand_in(i) for i in range(len(hosts)) if i != host]
+               + [jax.devices])
+      others.clear()
+      self._keep = [service, clients]
+    by_process = {}
+    for device in jax.devices():
+      by_process.setdefault(device.process_index, []).append(device)
+    self.to_local = {}
+    for process, ids in enumerate(hosts):
+      local = sorted(by_process.get(process, []), key=lambda d: d.id)
+      if len(local) != len(ids):
+        raise RuntimeError(f"process {process}: {len(local)} CPU devices, want {len(ids)}")
+      self.to_local.update(zip(ids, local))
+    self.to_client = {d.id: i for i, d in self.to_local.items()}
+    self._translate_pickles()
+
+  def _translate_pickles(self):
+    """Makes colocated_python's pickles name the client's device ids."""
+    import numpy as np
+    from jax.experimental.colocated_python import serialization as s
+
+    to_client = self.to_client
+    s._get_cpu_device_map = lambda: self.to_local
+
+    def reduce_mesh(mesh):
+      ids = np.vectorize(lambda d: to_client[d.id], otypes=[int])(mesh.devices)
+      return s._unreduce_mesh, (ids, mesh.axis_names, mesh.axis_types)
+
+    def reduce_device_list(devices):
+      return s._unreduce_device_list, ([to_client[d.id] for d in devices],)
+
+    def reduce_single_device_sharding(sharding):
+      device = next(iter(sharding.device_set))
+      return s._unreduce_single_device_sharding, (to_client[device.id], sharding.memory_kind)
+
+    s._reduce_mesh = s._make_reduce_func_with_common_obj(reduce_mesh)
+    s._reduce_device_list = s._make_reduce_func_with_common_obj(reduce_device_list)
+    s._reduce_single_device_sharding = s._make_reduce_func_with_common_obj(
+        reduce_single_device_sharding)
+
+  def shutdown(self):
+    # The coordination agents would report each other's end as a failure.
+    os._exit(0)
+
+
+def _run_all(functions):
+  errors = []
+
+  def run(f):
+    try:
+      f()
+    except BaseException as e:  # noqa: BLE001 - reported below
+      errors.append(e)
+
+  threads = [threading.Thread(target=run, args=(f,)) for f in functions]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  if errors:
+    raise errors[0]
+
+
+class Runner:
+  """Runs the client's pickled functions on this host's shards."""
+
+  def __init__(self, world: World):
+    import numpy as np
+
+    self.world = world
+    self.np = np
+    self.dtypes = _numpy_dtypes()
+
+  def _load(self, shard):
+    np = self.np
+    if shard.dtype == common_pb2.STRING:
+      values = [b.decode("utf-8") for b in shard.strings]
+      return np.array(values, dtype=np.dtypes.StringDType()).reshape(tuple(shard.dims))
+    dtype = self.dtypes.get(shard.dtype)
+    if dtype is None:
+      raise TypeError(f"dtype {common_pb2.DType.Name(shard.dtype)} is not served")
+    return np.fromfile(shard.path, dtype=dtype).reshape(tuple(shard.dims))
+
+  def run(self, call: sidecar_pb2.SidecarCall) -> sidecar_pb2.SidecarReply:
+    import jax
+    from jax._src import tree_util
+    from jax.experimental.colocated_python import serialization
+
+    fun, in_treedef, in_specs, out_treedef, out_specs, _ = serialization._deserialize(
+        call.program)
+    del out_treedef
+    if len(call.inputs) != len(in_specs):
+      raise ValueError(f"{len(call.inputs)} inputs for {len(in_specs)} specs")
+    leaves = []
+    for spec, array in zip(in_specs, call.inputs):
+      pieces = [jax.device_put(self._load(shard), self.world.to_local[shard.device_id])
+                for shard in array.shards]
+      leaves.append(jax.make_array_from_single_device_arrays(spec.shape, spec.sharding, pieces))
+    args, kwargs = tree_util.tree_unflatten(in_treedef, leaves)
+    result = fun(*args, **kwargs)
+    results = tree_util.tree_leaves(result)
+    if len(results) != len(out_specs):
+      raise ValueError(f"the function returned {len(results)} arrays; its output specs "
+                       f"name {len(out_specs)}")
+    reply = sidecar_pb2.SidecarReply(code=_OK)
+    for o, (value, spec, want) in enumerate(zip(results, out_specs, call.outputs)):
+      if not isinstance(value, jax.Array):
+        raise TypeError(f"output {o} is a {type(value).__name__}, not a jax.Array")
+      if tuple(value.shape) != tuple(spec.shape) or value.dtype != spec.dtype:
+        raise ValueError(f"output {o} is {value.dtype}{list(value.shape)}; its spec says "
+                         f"{spec.dtype}{list(spec.shape)}")
+      by_device = {shard.device.id: shard for shard in value.addressable_shards}
+      out = reply.outputs.add()
+      for expected in want.shards:
+        local = self.world.to_local[expected.device_id]
+        shard = by_device.get(local.id)
+        if shard is None:
+          raise ValueError(f"output {o} has no shard on device {expected.device_id}")
+        data = self.np.asarray(shard.data)
+        if tuple(data.shape) != tuple(expected.dims):
+          raise ValueError(f"output {o}: the shard on device {expected.device_id} is "
+                           f"{list(data.shape)}, its sharding says {list(expected.dims)}")
+        item = out.shards.add(device_id=expected.device_id, dtype=expected.dtype,
+                              dims=list(data.shape))
+        if expected.dtype == common_pb2.STRING:
+          item.strings.extend(str(s).encode("utf-8") for s in data.reshape(-1))
+        else:
+          with open(expected.path, "wb") as f:
+            f.write(self.np.ascontiguousarray(data).tobytes())
+          item.path = expected.path
+    return reply
+
+
+def _versions(reply):
+  import jax
+
+  reply.python_version = sys.version.split()[0]
+  reply.jax_version = jax.__version__
+
+
+def main(argv=None) -> int:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--label", default="")
+  parser.parse_args(argv)
+  # The protocol keeps the original stdout; everything printed goes to stderr.
+  channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
+  channel_out = os.fdopen(os.dup(1), "wb")
+  os.dup2(2, 1)
+  sys.stdout = sys.stderr
+  world = None
+  runner = None
+  while True:
+    request = _receive(channel_in)
+    if request is None:
+      break
+    reply = sidecar_pb2.SidecarReply(call=request.call)
+    try:
+      if request.HasField("start"):
+        if world is not None:
+          raise RuntimeError("already started")
+        hosts = [list(h.device_ids) for h in request.start.hosts]
+        world = World(hosts, request.start.host)
+        runner = Runner(world)
+        _versions(reply)
+      elif runner is None:
+        reply.code, reply.message = _FAILED_PRECONDITION, "the sidecar has not started"
+      else:
+        result = runner.run(request.run)
+        result.call = request.call
+        reply = result
+    except BaseException as e:  # noqa: BLE001 - a user function's error goes to the client
+      reply = sidecar_pb2.SidecarReply(call=request.call, code=_UNKNOWN)
+      reply.message = "".join(traceback.format_exception(e)).rstrip()
+      if isinstance(e, (SystemExit, KeyboardInterrupt)):
+        reply.message += "\n(the function tried to exit the sidecar; it keeps running)"
+    _send(channel_out, reply)
+  if world is not None:
+    world.shutdown()
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

@@ -1,0 +1,288 @@
+#include "worker/colocated_calls.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "common/files.h"
+#include "common/limits.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "common/wire_numbers.h"
+#include "pjrt/dtype.h"
+
+namespace switchyard::worker {
+namespace {
+
+std::string WorldKey(const ColocatedCallRequest& request) {
+  std::string key = absl::StrCat(request.host(), ":");
+  for (const ColocatedHost& host : request.hosts()) {
+    absl::StrAppend(&key, absl::StrJoin(host.device_ids(), ","), ";");
+  }
+  return key;
+}
+
+absl::StatusOr<int64_t> Elements(const google::protobuf::RepeatedField<int64_t>& dims) {
+  return CheckedElements(absl::MakeConstSpan(dims.data(), dims.size()), "colocated array");
+}
+
+}  // namespace
+
+std::shared_ptr<ColocatedCalls::Sidecar> ColocatedCalls::SidecarFor(uint64_t owner,
+                                                                    uint64_t session) {
+  std::shared_ptr<Sidecar> doomed;  // stopped outside the lock
+  absl::MutexLock lock(&mutex_);
+  std::shared_ptr<Sidecar>& sidecar = sidecars_[{owner, session}];
+  if (sidecar == nullptr) {
+    sidecar = std::make_shared<Sidecar>();
+    sidecar->owner = owner;
+    if (static_cast<int64_t>(sidecars_.size()) > limits::kSidecarsMax) {
+      auto oldest = sidecars_.end();
+      for (auto it = sidecars_.begin(); it != sidecars_.end(); ++it) {
+        if (it->second == sidecar) continue;
+        if (oldest == sidecars_.end() || it->second->last_used < oldest->second->last_used)
+          oldest = it;
+      }
+      if (oldest != sidecars_.end()) {
+        doomed = std::move(oldest->second);
+        sidecars_.erase(oldest);
+      }
+    }
+  }
+  sidecar->last_used = ++clock_;
+  std::shared_ptr<Sidecar> found = sidecar;
+  if (doomed != nullptr) {
+    const pid_t pid = doomed->pid.load();
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+  return found;
+}
+
+absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCallRequest& request) {
+  const std::string world = WorldKey(request);
+  if (sidecar.process != nullptr && sidecar.process->alive() && sidecar.world == world) {
+    return absl::OkStatus();
+  }
+  sidecar.process.reset();
+  sidecar.pid = 0;
+  if (request.host() < 0 || request.host() >= request.hosts_size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host ", request.host(), " of ", request.hosts_size()));
+  }
+  const std::string label = absl::StrCat("session-", request.session());
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<SidecarProcess> process,
+                      SidecarProcess::Spawn(python_, label));
+  sidecar.pid = process->pid();
+  SidecarRequest start;
+  *start.mutable_start()->mutable_hosts() = request.hosts();
+  start.mutable_start()->set_host(request.host());
+  absl::StatusOr<SidecarReply> reply =
+      process->Call(start, absl::Now() + absl::Milliseconds(limits::kSidecarStartMs));
+  if (!reply.ok()) {
+    sidecar.pid = 0;
+    return absl::Status(reply.status().code(),
+                        absl::StrCat("the sidecar did not start (", python_,
+                                     " -m switchyard.sidecar): ", reply.status().message()));
+  }
+  if (reply->code() != 0) {
+    sidecar.pid = 0;
+    return absl::Status(static_cast<absl::StatusCode>(reply->code()),
+                        absl::StrCat("the sidecar could not start: ", reply->message()));
+  }
+  SY_LOG(Info) << "colocated Python sidecar for session " << request.session() << " started (pid "
+               << process->pid() << ", Python " << reply->python_version() << ", jax "
+               << reply->jax_version() << ", process " << request.host() << " of "
+               << request.hosts_size() << ")";
+  sidecar.process = std::move(process);
+  sidecar.world = world;
+  return absl::OkStatus();
+}
+
+absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& request,
+                                  uint64_t owner, const std::string& prefix) {
+  std::vector<std::string> files;  // removed however the call ends
+  absl::Cleanup remove = [&files] {
+    for (const std::string& file : files) unlink(file.c_str());
+  };
+  SidecarRequest message;
+  SidecarCall* run = message.mutable_run();
+  run->set_name(request.name());
+  run->set_program(request.program());
+  run->set_directory(shm_directory_);
+  for (int a = 0; a < request.inputs_size(); ++a) {
+    SidecarArray* array = run->add_inputs();
+    for (int k = 0; k < request.inputs(a).shards_size(); ++k) {
+      const ColocatedShard& shard = request.inputs(a).shards(k);
+      absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored =
+          buffers_->GetAny(shard.buffer_id());
+      if (!stored.ok()) {
+        return absl::Status(stored.status().code(),
+                            absl::StrCat("input ", a, ": ", stored.status().message()));
+      }
+      SidecarShard* out = array->add_shards();
+      out->set_device_id(shard.device_id());
+      if ((*stored)->is_strings) {
+        out->set_dtype(STRING);
+        out->mutable_dims()->Add((*stored)->dims.begin(), (*stored)->dims.end());
+        for (const std::string& element : (*stored)->strings) out->add_strings(element);
+        continue;
+      }
+      const pjrt::Buffer& buffer = *(*stored)->buffer;
+      SY_ASSIGN_OR_RETURN(std::string bytes, buffer.ToHost());
+      const std::string path = absl::StrCat(prefix, "i", a, "-", k);
+      files.push_back(path);
+      SY_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
+      out->set_dtype(static_cast<DType>(buffer.dtype()));
+      out->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
+      out->set_path(path);
+    }
+  }
+  for (int o = 0; o < request.outputs_size(); ++o) {
+    SidecarArray* array = run->add_outputs();
+    for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
+      const ColocatedShard& shard = request.outputs(o).shards(k);
+      SY_RETURN_IF_ERROR(Elements(shard.dims()).status());
+      SidecarShard* out = array->add_shards();
+      out->set_device_id(shard.device_id());
+      out->set_dtype(shard.dtype());
+      *out->mutable_dims() = shard.dims();
+      if (shard.dtype() == STRING) continue;
+      out->set_path(absl::StrCat(prefix, "o", o, "-", k));
+      files.push_back(out->path());
+    }
+  }
+  {
+    absl::MutexLock lock(&mutex_);
+    message.set_call(++next_call_);
+  }
+  const absl::Time deadline = request.timeout_ms() > 0
+                                  ? absl::Now() + absl::Milliseconds(request.timeout_ms())
+                                  : absl::InfiniteFuture();  // bounded by the session's end
+  absl::StatusOr<SidecarReply> reply = sidecar.process->Call(message, deadline);
+  if (!reply.ok()) {
+    sidecar.pid = 0;
+    return absl::Status(reply.status().code(),
+                        absl::StrCat(reply.status().message(),
+                                     " while running it; the next call starts a new sidecar "
+                                     "(module state is lost)"));
+  }
+  if (reply->code() != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply->code()), reply->message());
+  }
+  if (reply->outputs_size() != request.outputs_size()) {
+    return absl::InternalError("the sidecar answered with another number of outputs");
+  }
+  for (int o = 0; o < request.outputs_size(); ++o) {
+    for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
+      const ColocatedShard& want = request.outputs(o).shards(k);
+      const SidecarShard* got =
+          k < reply->outputs(o).shards_size() ? &reply->outputs(o).shards(k) : nullptr;
+      if (got == nullptr || got->device_id() != want.device_id()) {
+        return absl::InternalError(absl::StrCat(
+            "output ", o, ": the sidecar sent no shard for device ", want.device_id()));
+      }
+      std::vector<int64_t> dims(want.dims().begin(), want.dims().end());
+      SY_ASSIGN_OR_RETURN(int64_t elements, Elements(want.dims()));
+      if (want.dtype() == STRING) {
+        if (got->strings_size() != elements) {
+          return absl::InternalError(absl::StrCat("output ", o, ": ", got->strings_size(),
+                                                  " strings for ", elements, " elements"));
+        }
+        SY_RETURN_IF_ERROR(buffers_->AddStrings(want.buffer_id(), want.device_id(), dims,
+                                                {got->strings().begin(), got->strings().end()},
+                                                owner));
+        continue;
+      }
+      const auto dtype = static_cast<pjrt::DType>(want.dtype());
+      SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(want.device_id()));
+      SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data,
+                          HostBytes::Allocate(pjrt::HostByteSize(dtype, elements)));
+      // The path is the one this worker chose, whatever the reply says.
+      SY_RETURN_IF_ERROR(ReadFileInto(run->outputs(o).shards(k).path(),
+                                      absl::MakeSpan(data->data(), data->size())));
+      SY_ASSIGN_OR_RETURN(auto buffer,
+                          client_->BufferFromOwnedHost(std::move(data), dtype, dims, ordinal));
+      SY_RETURN_IF_ERROR(
+          buffers_->Add(want.buffer_id(), want.device_id(), std::move(buffer), owner));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t owner) {
+  absl::Status status = [&]() -> absl::Status {
+    if (python_.empty()) {
+      return absl::FailedPreconditionError(
+          "this worker runs no colocated Python: start it with --python=<an interpreter with "
+          "jax, cloudpickle and switchyard>");
+    }
+    std::shared_ptr<Sidecar> sidecar = SidecarFor(owner, request.session());
+    absl::MutexLock lock(&sidecar->mutex);
+    SY_RETURN_IF_ERROR(EnsureStarted(*sidecar, request));
+    const std::string prefix =
+        absl::StrCat(shm_directory_, "/switchyard-", getpid(), "-", request.session(), "-");
+    return Call(*sidecar, request, owner, prefix);
+  }();
+  if (status.ok()) return status;
+  status = absl::Status(status.code(), absl::StrCat("colocated Python function '", request.name(),
+                                                    "': ", status.message()));
+  for (const ColocatedArray& output : request.outputs()) {
+    for (const ColocatedShard& shard : output.shards()) {
+      if (!buffers_->Contains(shard.buffer_id()))
+        buffers_->AddError(shard.buffer_id(), status, owner);
+    }
+  }
+  return status;
+}
+
+void ColocatedCalls::EndSession(uint64_t session) {
+  std::vector<std::shared_ptr<Sidecar>> doomed;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto it = sidecars_.begin(); it != sidecars_.end();) {
+      if (it->first.second != session) {
+        ++it;
+        continue;
+      }
+      doomed.push_back(std::move(it->second));
+      it = sidecars_.erase(it);
+    }
+  }
+  // A call still running sees its sidecar end, fails, and frees it.
+  for (const auto& sidecar : doomed) {
+    const pid_t pid = sidecar->pid.load();
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+void ColocatedCalls::EndOwner(uint64_t owner) {
+  std::vector<std::shared_ptr<Sidecar>> doomed;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto it = sidecars_.begin(); it != sidecars_.end();) {
+      if (it->first.first != owner) {
+        ++it;
+        continue;
+      }
+      doomed.push_back(std::move(it->second));
+      it = sidecars_.erase(it);
+    }
+  }
+  for (const auto& sidecar : doomed) {
+    const pid_t pid = sidecar->pid.load();
+    if (pid > 0) kill(pid, SIGKILL);
+  }
+}
+
+int64_t ColocatedCalls::sidecars() const {
+  absl::MutexLock lock(&mutex_);
+  return sidecars_.size();
+}
+
+}  // namespace switchyard::worker

@@ -1,0 +1,189 @@
+#include "worker/sidecar_process.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+extern char** environ;
+
+namespace switchyard::worker {
+namespace {
+
+int RemainingMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const int64_t ms = absl::ToInt64Milliseconds(deadline - absl::Now());
+  return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(ms, 1 << 30)));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Spawn(const std::string& python,
+                                                                      const std::string& label) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("socketpair: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // The child's stdin and stdout are its end (dup2 clears close-on-exec there); its
+  // stderr is ours, so what the functions print lands in the worker's log.
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+  std::vector<std::string> args = {python, "-m", "switchyard.sidecar", "--label", label};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (spawned != 0) {
+    close(fds[0]);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start the sidecar's Python ", python, ": ", std::strerror(spawned)));
+  }
+  return std::unique_ptr<SidecarProcess>(new SidecarProcess(pid, fds[0], label));
+}
+
+SidecarProcess::~SidecarProcess() {
+  if (pid_ > 0) Stop();
+}
+
+std::string SidecarProcess::Stop() {
+  std::string how = "was stopped";
+  if (pid_ > 0) {
+    int status = 0;
+    // Reaps one that already ended (and says how); else kills it.
+    pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+    } else if (done == pid_) {
+      if (WIFEXITED(status)) how = absl::StrCat("exited with status ", WEXITSTATUS(status));
+      if (WIFSIGNALED(status)) {
+        how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                           strsignal(WTERMSIG(status)), ")");
+      }
+    }
+    pid_ = -1;
+  }
+  if (fd_ >= 0) {
+    close(fd_);
+    fd_ = -1;
+  }
+  return how;
+}
+
+absl::Status SidecarProcess::Broken(absl::Status why) {
+  // Waits a moment for an exiting process so the error can say how it ended.
+  if (pid_ > 0 && absl::IsUnavailable(why)) {
+    for (int i = 0; i < 50; ++i) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) != 0) {
+        std::string how = "exited";
+        if (WIFEXITED(status)) how = absl::StrCat("exited with status ", WEXITSTATUS(status));
+        if (WIFSIGNALED(status)) {
+          how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
+                             strsignal(WTERMSIG(status)), ")");
+        }
+        pid_ = -1;
+        Stop();
+        return absl::UnavailableError(absl::StrCat("the sidecar ", how));
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+  const std::string how = Stop();
+  return absl::Status(why.code(), absl::StrCat(why.message(), "; the sidecar ", how));
+}
+
+absl::Status SidecarProcess::Send(const std::string& bytes, absl::Time deadline) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    pollfd p{fd_, POLLOUT, 0};
+    const int ready = poll(&p, 1, RemainingMs(deadline));
+    if (ready == 0) return absl::DeadlineExceededError("the call ran past its deadline");
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("poll: ", std::strerror(errno)));
+    }
+    const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return absl::UnavailableError(absl::StrCat("write to the sidecar: ", std::strerror(errno)));
+    }
+    sent += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SidecarProcess::Receive(char* out, size_t size, absl::Time deadline) {
+  size_t got = 0;
+  while (got < size) {
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = poll(&p, 1, RemainingMs(deadline));
+    if (ready == 0) return absl::DeadlineExceededError("the call ran past its deadline");
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      return absl::UnavailableError(absl::StrCat("poll: ", std::strerror(errno)));
+    }
+    const ssize_t n = recv(fd_, out + got, size - got, 0);
+    if (n == 0) return absl::UnavailableError("the sidecar closed its end");
+    if (n < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return absl::UnavailableError(absl::StrCat("read from the sidecar: ", std::strerror(errno)));
+    }
+    got += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
+                                                  absl::Time deadline) {
+  if (pid_ <= 0) return absl::UnavailableError("the sidecar has stopped");
+  std::string message;
+  request.SerializeToString(&message);
+  if (message.size() > static_cast<size_t>(limits::kSidecarMessageBytesMax)) {
+    return absl::InvalidArgumentError(absl::StrCat("a sidecar request of ", message.size(),
+                                                   " bytes is past the limit of ",
+                                                   limits::kSidecarMessageBytesMax));
+  }
+  const uint32_t size = static_cast<uint32_t>(message.size());
+  std::string framed(4, '\0');
+  for (int i = 0; i < 4; ++i) framed[i] = static_cast<char>((size >> (8 * i)) & 0xff);
+  framed += message;
+  absl::Status sent = Send(framed, deadline);
+  if (!sent.ok()) return Broken(sent);
+  unsigned char header[4];
+  absl::Status received = Receive(reinterpret_cast<char*>(header), 4, deadline);
+  if (!received.ok()) return Broken(received);
+  const uint32_t length =
+      header[0] | (header[1] << 8) | (header[2] << 16) | (static_cast<uint32_t>(header[3]) << 24);
+  if (length > static_cast<uint64_t>(limits::kSidecarMessageBytesMax)) {
+    return Broken(absl::InternalError(
+        absl::StrCat("the sidecar sent a ", length, "-byte message, past the limit")));
+  }
+  std::string body(length, '\0');
+  received = Receive(body.data(), length, deadline);
+  if (!received.ok()) return Broken(received);
+  SidecarReply reply;
+  if (!reply.ParseFromString(body) || reply.call() != request.call()) {
+    return Broken(absl::InternalError("the sidecar broke the protocol"));
+  }
+  return reply;
+}
+
+}  // namespace switchyard::worker

@@ -1,0 +1,54 @@
+#pragma once
+
+// One colocated Python sidecar process (python -m switchyard.sidecar) and the message
+// channel to it: a socket pair on its stdin and stdout, each message its length
+// (4 bytes, little-endian) and a serialized proto (switchyard/sidecar.proto). Calls are
+// one at a time; not thread-safe (ColocatedCalls serializes them).
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "switchyard/sidecar.pb.h"
+
+namespace switchyard::worker {
+
+class SidecarProcess {
+ public:
+  // Starts `python -m switchyard.sidecar`; `label` names it in logs. FAILED_PRECONDITION
+  // when the process cannot be started.
+  static absl::StatusOr<std::unique_ptr<SidecarProcess>> Spawn(const std::string& python,
+                                                               const std::string& label);
+  // Stops the process (SIGKILL) and reaps it.
+  ~SidecarProcess();
+  SidecarProcess(const SidecarProcess&) = delete;
+  SidecarProcess& operator=(const SidecarProcess&) = delete;
+
+  // Sends `request` and waits for its reply until `deadline`. When the process exits
+  // meanwhile, breaks the protocol or runs past the deadline, it is stopped for good
+  // (`alive()` turns false) and the error says how it ended: UNAVAILABLE for an exit
+  // or a crash, DEADLINE_EXCEEDED for a deadline.
+  absl::StatusOr<SidecarReply> Call(const SidecarRequest& request, absl::Time deadline);
+
+  bool alive() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  SidecarProcess(pid_t pid, int fd, std::string label)
+      : pid_(pid), fd_(fd), label_(std::move(label)) {}
+  absl::Status Send(const std::string& bytes, absl::Time deadline);
+  absl::Status Receive(char* out, size_t size, absl::Time deadline);
+  // Kills and reaps the process; returns how it ended ("exited with status 1", "was
+  // killed by signal 11").
+  std::string Stop();
+  absl::Status Broken(absl::Status why);
+
+  pid_t pid_;
+  int fd_;
+  std::string label_;
+};
+
+}  // namespace switchyard::worker
