@@ -15,6 +15,7 @@ functions print goes to stderr (the worker's log): stdout carries the protocol.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 import re
 import socket
@@ -25,7 +26,10 @@ import traceback
 
 from switchyard import common_pb2, sidecar_pb2
 
-_OK, _UNKNOWN, _INVALID_ARGUMENT, _FAILED_PRECONDITION = 0, 2, 3, 9
+_OK, _UNKNOWN, _FAILED_PRECONDITION = 0, 2, 9
+# Unpickled programs a sidecar keeps (each a function and its specs; a colocated class's
+# object lives while its methods' programs do).
+_PROGRAMS_KEPT = 4096
 
 
 def _read_exactly(stream, size: int) -> bytes | None:
@@ -184,6 +188,7 @@ class Runner:
 
     self.world = world
     self.np = np
+    self.programs = {}  # digest of the pickle -> unpickled, least recently used first
     self.dtypes = _numpy_dtypes()
 
   def _load(self, shard):
@@ -201,9 +206,16 @@ class Runner:
     from jax._src import tree_util
     from jax.experimental.colocated_python import serialization
 
-    fun, in_treedef, in_specs, out_treedef, out_specs, _ = serialization._deserialize(
-        call.program)
-    del out_treedef
+    key = hashlib.sha256(call.program).digest()
+    program = self.programs.pop(key, None)
+    if program is None:
+      program = serialization._deserialize(call.program)
+    # Kept, as a compiled executable keeps its program: a colocated class's object lives
+    # as long as the unpickled method that made it.
+    self.programs[key] = program
+    while len(self.programs) > _PROGRAMS_KEPT:
+      self.programs.pop(next(iter(self.programs)))
+    fun, in_treedef, in_specs, _, out_specs, _ = program
     if len(call.inputs) != len(in_specs):
       raise ValueError(f"{len(call.inputs)} inputs for {len(in_specs)} specs")
     leaves = []
