@@ -90,7 +90,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
-    parser.add_argument("--only", choices=["checkpoint", "compile_cache", "pool", "shares"],
+    parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache", "pool",
+                                           "shares"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -101,7 +102,10 @@ def main():
                 "compile_cache": ("compilation cache", compile_cache, render_compile_cache),
                 "checkpoint": ("checkpoints written by the workers",
                                lambda: checkpoint([16, 64] if args.quick else [16, 64, 256]),
-                               render_checkpoint)}
+                               render_checkpoint),
+                "colocated": ("colocated Python",
+                              lambda: colocated([1, 16] if args.quick else [1, 16, 64]),
+                              render_colocated)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -440,6 +444,67 @@ def checkpoint(sizes_mib):
             results.append(result)
             print(f"checkpoint {mib} MiB: {result}", flush=True)
     return results
+
+
+def colocated(sizes_mib):
+    """Colocated Python: the client's bytes per step of a host-side loader, by batch size,
+    and the sidecar's array hand-off against memcpy."""
+    loader, handoff = [], []
+    for mib in sizes_mib:
+        port = switchyard.cluster.free_port()
+        with switchyard.LocalCluster(workers=2, devices_per_worker=2,
+                                     flags=(f"--metrics_port={port}",)) as c:
+            steps = 10
+            process = subprocess.Popen([sys.executable, str(HERE / "colocated_cases.py"),
+                                        "loader", str(mib), str(steps)],
+                                       env={**os.environ, **c.env()}, text=True,
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            line = process.stdout.readline()
+            assert line.startswith("READY"), line
+            before = proxy_client_bytes(port)
+            process.stdin.write("\n")
+            process.stdin.flush()
+            out, _ = process.communicate(timeout=900)
+            after = proxy_client_bytes(port)
+            result = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            result["mib"] = mib
+            result["client_bytes_per_step"] = (sum(after.values()) - sum(before.values())) / steps
+            loader.append(result)
+            print(f"colocated loader {mib} MiB/host: {result}", flush=True)
+            out = subprocess.run([sys.executable, str(HERE / "colocated_cases.py"), "handoff",
+                                  str(mib), "5"], env={**os.environ, **c.env()}, text=True,
+                                 capture_output=True, timeout=900).stdout
+            result = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            result["mib"] = mib
+            handoff.append(result)
+            print(f"colocated hand-off {mib} MiB: {result}", flush=True)
+    return {"loader": loader, "handoff": handoff}
+
+
+def render_colocated(r):
+    c = r["colocated"]
+    lines = ["## A loader on the hosts (colocated Python)\n",
+             "A `colocated_python_class` on each of 2 worker hosts (2 CPU devices each) makes "
+             "its host's part of each batch; a jitted step reduces the batch where it is. "
+             "Client bytes: what passed between the client and the proxy per step (the "
+             "proxy's counter), against the batch's size.\n",
+             "| batch per host | batch bytes | client bytes per step | steps/s |",
+             "|---|---|---|---|"]
+    for x in c["loader"]:
+        lines.append(f"| {x['mib']} MiB | {x['batch_bytes'] / 1e6:.1f} MB | "
+                     f"{x['client_bytes_per_step'] / 1e3:.1f} kB | "
+                     f"{x['steps'] / x['seconds']:.1f} |")
+    lines += ["", "## Array hand-off between a worker and its sidecar\n",
+              "An identity colocated function on one array on one device (declared output "
+              "specs): the worker writes the shard to the shared-memory directory, the sidecar "
+              "makes a JAX array of it and writes the result back, the worker makes the device "
+              "buffer. Against numpy copying the same bytes once (memcpy) in the client.\n",
+              "| array | call s | MB/s | memcpy MB/s | ratio |", "|---|---|---|---|---|"]
+    for x in c["handoff"]:
+        mb = x["bytes"] / 1e6
+        lines.append(f"| {x['mib']} MiB | {x['handoff_s']:.4f} | {mb / x['handoff_s']:.0f} | "
+                     f"{mb / x['memcpy_s']:.0f} | {x['memcpy_s'] / x['handoff_s']:.3f}x |")
+    return "\n".join(lines) + "\n"
 
 
 def render_checkpoint(r):

@@ -209,7 +209,13 @@ class Runner:
     key = hashlib.sha256(call.program).digest()
     program = self.programs.pop(key, None)
     if program is None:
-      program = serialization._deserialize(call.program)
+      try:
+        program = serialization._deserialize(call.program)
+      except Exception as e:
+        raise RuntimeError(
+            f"the sidecar (Python {sys.version.split()[0]}, jax {jax.__version__}) cannot "
+            f"unpickle function '{call.name}': the client's Python, jax and cloudpickle "
+            "must be the versions the workers' --python has") from e
     # Kept, as a compiled executable keeps its program: a colocated class's object lives
     # as long as the unpickled method that made it.
     self.programs[key] = program

@@ -32,6 +32,21 @@ TEST(HostBufferStoreTest, StoreLookupDelete) {
   EXPECT_EQ(store.Lookup(1, absl::ZeroDuration()).status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST(HostBufferStoreTest, ABufferSizedByItsFillWaitsForIt) {
+  HostBufferStore store;
+  auto buffer = store.Expect(1, HostBuffer::kSizedByFill);
+  ASSERT_TRUE(buffer.ok());
+  EXPECT_EQ((*buffer)->size(), 0);
+  std::thread filler([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    EXPECT_TRUE((*buffer)->Fill(Bytes("a string array")).ok());
+  });
+  auto data = (*store.Lookup(1, absl::ZeroDuration()))->WaitAll(absl::Now() + absl::Seconds(10));
+  filler.join();
+  ASSERT_TRUE(data.ok()) << data.status();
+  EXPECT_EQ(*data, "a string array");
+}
+
 TEST(HostBufferStoreTest, LookupWaitsForALateUpload) {
   HostBufferStore store;
   std::thread uploader([&] {
