@@ -6,6 +6,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -34,6 +35,77 @@ def test_colocated_python(cluster, init, tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     for check in CHECKS:
         assert f"PASS {check}" in result.stdout, result.stdout + result.stderr[-4000:]
+    assert wait_for_no_sidecars(cluster), "the session ended but its sidecars did not"
+
+
+def sidecars(cluster):
+    """Pids of the workers' sidecar processes."""
+    workers = {cluster.child_pid("worker", s) for s in range(2)}
+    found = []
+    for entry in pathlib.Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes()
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"switchyard.sidecar" in command and parent in workers:
+            found.append(int(entry.name))
+    return found
+
+
+def wait_for_no_sidecars(cluster, timeout=20):
+    deadline = time.monotonic() + timeout
+    while sidecars(cluster):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+HANGS = """
+import sys, jax, numpy as np
+jax.config.update("jax_platforms", "proxy,cpu")
+import pathwaysutils; pathwaysutils.initialize()
+from jax.experimental import colocated_python as cp
+
+@cp.colocated_python
+def hang(x):
+    import time
+    time.sleep(600)
+    return x
+
+hang = hang.specialize(out_specs_fn=lambda x: x)
+y = hang(jax.device_put(np.ones(2, np.float32), jax.devices()[0]))
+print("CALLED", flush=True)
+y.block_until_ready()
+"""
+
+
+def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
+    """The session's end stops a sidecar stuck in a function; the worker's stream goes on
+    and the next session's calls run."""
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS)
+    env = {**os.environ, "JAX_BACKEND_TARGET": cluster.target,
+           "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+    client = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert client.stdout.readline().startswith("CALLED")
+        deadline = time.monotonic() + 60
+        while not sidecars(cluster):
+            assert time.monotonic() < deadline, "no sidecar started"
+            time.sleep(0.2)
+    finally:
+        client.kill()
+        client.wait()
+    assert wait_for_no_sidecars(cluster), "the sidecar outlived its session"
+    started = time.monotonic()
+    result = run(cluster, "colocated_client.py", "--init", "pathwaysutils", str(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr[-4000:]
+    assert time.monotonic() - started < 300
 
 
 def test_a_cluster_without_python_says_so(tmp_path, monkeypatch):
