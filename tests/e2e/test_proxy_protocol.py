@@ -378,3 +378,46 @@ def test_token_arrays_from_host_data_are_refused(cluster, strides):
     assert status(session.request(get_default_device_assignment_request=(
         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
     session.close()
+
+
+def test_bad_colocated_python_programs_get_clear_errors(cluster):
+    """CustomCallPrograms as only a broken or hostile client sends them: refused with the
+    reason, the session and the proxy stay up."""
+    session = RawSession(channel(cluster.target))
+    init = session.request(init_request=s.InitRequest())
+    assert status(init) == OK
+    device = init.init_response.all_devices[0].id
+
+    def compile_program(data: bytes):
+        return session.request(compile_request=s.CompileRequest(
+            program=t.Serialized(type_name="xla::ifrt::CustomCallProgram", data=data),
+            compile_options=t.Serialized(type_name="xla::ifrt::CustomCallCompileOptions")))
+
+    def program(**fields):
+        base = dict(type="jax_colocated_python_v0.0.1", name="f",
+                    serialized_program_text=b"not a pickle",
+                    devices=t.DeviceListProto(device_ids=[device]))
+        base.update(fields)
+        return t.CustomCallProgramProto(**base).SerializeToString()
+
+    cases = [
+        (b"\xff\xff\xff", grpc.StatusCode.INVALID_ARGUMENT, "malformed CustomCallProgram"),
+        (program(type="someone_elses_v1"), grpc.StatusCode.UNIMPLEMENTED, "someone_elses_v1"),
+        (program(devices=t.DeviceListProto(device_ids=[])), grpc.StatusCode.INVALID_ARGUMENT,
+         "needs devices"),
+        (program(devices=t.DeviceListProto(device_ids=[123456])), None, "123456"),
+    ]
+    for data, code, text in cases:
+        response = compile_program(data)
+        if code is not None:
+            assert status(response) == code.value[0], response
+        assert status(response) != OK, response
+        assert text in response.response_metadata.status.message, response
+    # A well-formed program whose pickle is junk compiles (the proxy never unpickles);
+    # running it fails in the sidecar with the reason, bound to the output.
+    compiled = compile_program(program())
+    assert status(compiled) == OK, compiled
+    session.close()
+    fresh = RawSession(channel(cluster.target))
+    assert status(fresh.request(init_request=s.InitRequest())) == OK
+    fresh.close()
