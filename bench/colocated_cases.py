@@ -3,8 +3,8 @@
     python colocated_cases.py loader MIB STEPS   # per step: a batch of MIB MiB per host
     python colocated_cases.py handoff MIB REPS   # an identity function on MIB MiB
 
-loader: a colocated class on each of the 2 hosts makes its host's part of the batch and a
-jitted step reduces it; prints READY, waits for a line on stdin (the runner reads the
+loader: a colocated class on each of the 2 hosts (slices) makes its host's part of the
+batch and a jitted step per slice reduces it; prints READY, waits for a line on stdin (the runner reads the
 proxy's byte counters around the timed steps), then runs STEPS steps.
 handoff: one array on one device through an identity function (worker -> sidecar ->
 worker, through the shared-memory directory), against numpy copying the same bytes in
@@ -43,26 +43,36 @@ def main():
 
     cpu = cp.colocated_cpu_devices(jax.devices())
     if mode == "loader":
-        mesh = Mesh(np.array(cpu), ("x",))
-        sharding = NamedSharding(mesh, P("x"))
-        rows = mib * (1 << 20) // 4 // 1024 // (len(cpu) // 2)  # per device: MIB per host
-        like = jax.device_put(np.zeros(len(cpu), np.float32), sharding)
-        loader = cp.colocated_python_class(Loader)(rows)
-        out_spec = jax.ShapeDtypeStruct((rows * len(cpu), 1024), jnp.float32, sharding=sharding)
-        next_batch = loader.next.specialize(out_specs_fn=lambda like: out_spec)
-        per_device = jax.jit(lambda b: b.reshape(len(cpu), -1).sum(axis=1),
+        # A loader per slice (a program spans one worker on CPU): each makes its host's
+        # part of every batch, and a step per slice reduces it where it is.
+        loaders = []
+        for s in range(2):
+            devices = cpu[2 * s:2 * s + 2]
+            sharding = NamedSharding(Mesh(np.array(devices), ("x",)), P("x"))
+            rows = mib * (1 << 20) // 4 // 1024 // len(devices)
+            like = jax.device_put(np.zeros(len(devices), np.float32), sharding)
+            out_spec = jax.ShapeDtypeStruct((rows * len(devices), 1024), jnp.float32,
+                                            sharding=sharding)
+            loader = cp.colocated_python_class(Loader)(rows)
+            next_batch = loader.next.specialize(out_specs_fn=lambda like, o=out_spec: o)
+            reduce = jax.jit(lambda b, k=len(devices): b.reshape(k, -1).sum(axis=1),
                              out_shardings=sharding)
+            loaders.append((loader, next_batch, reduce, like))
+
+        def step():
+            return [reduce(next_batch(like)) for _, next_batch, reduce, like in loaders]
+
         for _ in range(2):
-            jax.block_until_ready(per_device(next_batch(like)))
+            jax.block_until_ready(step())
         print("READY", flush=True)
         sys.stdin.readline()
         started = time.perf_counter()
         for _ in range(count):
-            total = per_device(next_batch(like))
+            total = step()
         jax.block_until_ready(total)
         seconds = time.perf_counter() - started
         print("RESULT " + json.dumps({"steps": count, "seconds": seconds,
-                                      "batch_bytes": rows * len(cpu) * 1024 * 4}), flush=True)
+                                      "batch_bytes": 2 * mib * (1 << 20)}), flush=True)
     else:
         elements = mib * (1 << 20) // 4
         host = np.arange(elements, dtype=np.float32)

@@ -258,8 +258,10 @@ class Runner:
         if expected.dtype == common_pb2.STRING:
           item.strings.extend(str(s).encode("utf-8") for s in data.reshape(-1))
         else:
-          with open(expected.path, "wb") as f:
-            f.write(self.np.ascontiguousarray(data).tobytes())
+          # Readable by this user only, as the worker's inputs are.
+          fd = os.open(expected.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+          with os.fdopen(fd, "wb") as f:
+            self.np.ascontiguousarray(data).tofile(f)
           item.path = expected.path
     return reply
 

@@ -137,7 +137,7 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
       SY_ASSIGN_OR_RETURN(std::string bytes, buffer.ToHost());
       const std::string path = absl::StrCat(prefix, "i", a, "-", k);
       files.push_back(path);
-      SY_RETURN_IF_ERROR(WriteFileAtomically(path, bytes));
+      SY_RETURN_IF_ERROR(WritePrivateFile(path, bytes));
       out->set_dtype(static_cast<DType>(buffer.dtype()));
       out->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
       out->set_path(path);
