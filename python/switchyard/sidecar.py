@@ -199,7 +199,12 @@ class Runner:
     dtype = self.dtypes.get(shard.dtype)
     if dtype is None:
       raise TypeError(f"dtype {common_pb2.DType.Name(shard.dtype)} is not served")
-    return np.fromfile(shard.path, dtype=dtype).reshape(tuple(shard.dims))
+    shape = tuple(shard.dims)
+    if dtype.itemsize * int(np.prod(shape, dtype=np.int64)) == 0:
+      return np.zeros(shape, dtype)
+    # Mapped, not read: the device put is the one copy (the pages outlive the file,
+    # which the worker removes after the call).
+    return np.memmap(shard.path, dtype=dtype, mode="r", shape=shape)
 
   def run(self, call: sidecar_pb2.SidecarCall) -> sidecar_pb2.SidecarReply:
     import jax

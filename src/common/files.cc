@@ -96,29 +96,6 @@ absl::Status ReadFileInto(const std::string& path, absl::Span<char> out) {
   return absl::OkStatus();
 }
 
-absl::Status WritePrivateFile(const std::string& path, absl::string_view contents) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("cannot create", path);
-  size_t written = 0;
-  while (written < contents.size()) {
-    ssize_t n = write(fd, contents.data() + written, contents.size() - written);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      absl::Status status = Errno("cannot write", path);
-      close(fd);
-      unlink(path.c_str());
-      return status;
-    }
-    written += n;
-  }
-  if (close(fd) != 0) {
-    absl::Status status = Errno("cannot write", path);
-    unlink(path.c_str());
-    return status;
-  }
-  return absl::OkStatus();
-}
-
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents) {
   // Unique per writer: processes on several hosts may write one path on shared storage.
   static std::atomic<uint64_t> next{0};

@@ -31,9 +31,4 @@ absl::Status WriteGzipFile(const std::string& path, absl::string_view contents);
 // last rename wins. UNAVAILABLE with the reason on failure (the old contents stay).
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view contents);
 
-// Creates `path` (it must not exist), readable by this user only, and writes `contents`
-// without syncing: for hand-offs between processes through memory-backed directories.
-// UNAVAILABLE with the reason on failure (nothing is left behind).
-absl::Status WritePrivateFile(const std::string& path, absl::string_view contents);
-
 }  // namespace switchyard
