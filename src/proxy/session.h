@@ -207,6 +207,14 @@ class Session {
   absl::Status ExecutePlugin(const Executable& executable,
                              const wire::LoadedExecutableExecuteRequest& request,
                              wire::LoadedExecutableExecuteResponse* response);
+  // Registers an executable the proxy serves itself (a plugin program, a colocated
+  // function) and answers its compile at once.
+  absl::Status AddServedExecutable(std::shared_ptr<Executable> executable, uint64_t op_id);
+  // Adds `outputs` under the request's result handles (or new ones) and names them in
+  // `response`.
+  absl::Status AddOutputs(std::vector<std::shared_ptr<Array>> outputs,
+                          const wire::LoadedExecutableExecuteRequest& request,
+                          wire::LoadedExecutableExecuteResponse* response);
   // Colocated Python (session_colocated.cc). The compile is answered at once; a call
   // goes to the sidecar of each worker of the function's devices.
   absl::Status CompileColocated(const wire::CompileRequest& request, uint64_t op_id);

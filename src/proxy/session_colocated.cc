@@ -63,24 +63,7 @@ absl::Status Session::CompileColocated(const wire::CompileRequest& request, uint
     return absl::InvalidArgumentError("a colocated Python program needs devices");
   }
   executable->colocated = std::move(program);
-  const uint64_t handle = NewHandle();
-  const uint64_t ready = NewFuture(absl::OkStatus());
-  {
-    absl::MutexLock lock(&executables_mutex_);
-    executables_[handle] = executable;
-  }
-  AnswerLater(*sink_, op_id, absl::OkStatus(), [&](wire::IfrtResponse* answer) {
-    wire::CompileResponse* response = answer->mutable_compile_response();
-    response->set_loaded_executable_handle(handle);
-    response->set_name(executable->name);
-    response->set_num_devices(static_cast<int32_t>(executable->devices.size()));
-    for (int64_t device : executable->devices) {
-      response->add_device_ids(static_cast<int32_t>(device));
-      response->add_addressable_device_ids(static_cast<int32_t>(device));
-    }
-    response->set_ready_future_handle(ready);
-  });
-  return absl::OkStatus();
+  return AddServedExecutable(std::move(executable), op_id);
 }
 
 const std::vector<ColocatedHost>& Session::ColocatedWorld() {
@@ -221,17 +204,7 @@ absl::Status Session::ExecuteColocated(const Executable& executable,
         ticket.ok() ? std::make_shared<RemoteBuffer>(each.worker, each.id, each.device, *ticket)
                     : RemoteBuffer::Lost(each.worker, each.device, ticket.status());
   }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    const uint64_t handle = o < static_cast<size_t>(request.result_array_handle_size())
-                                ? request.result_array_handle(o)
-                                : NewHandle();
-    wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
-    *output->mutable_dtype() = ToDTypeProto(outputs[o]->dtype);
-    *output->mutable_shape() = ToShapeProto(outputs[o]->shape);
-    *output->mutable_sharding() = ToProto(outputs[o]->sharding);
-    output->set_array_handle(handle);
-    SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(outputs[o])));
-  }
+  SY_RETURN_IF_ERROR(AddOutputs(std::move(outputs), request, response));
   if (fill_status) response->set_status_handle(status_handle);
   return absl::OkStatus();
 }

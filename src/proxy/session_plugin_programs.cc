@@ -81,6 +81,10 @@ absl::Status Session::CompilePlugin(const wire::CompileRequest& request, uint64_
   }
   for (int64_t device : executable->devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
   executable->plugin = std::make_shared<const PluginRequest>(std::move(plugin));
+  return AddServedExecutable(std::move(executable), op_id);
+}
+
+absl::Status Session::AddServedExecutable(std::shared_ptr<Executable> executable, uint64_t op_id) {
   const uint64_t handle = NewHandle();
   const uint64_t ready = NewFuture(absl::OkStatus());
   {
@@ -98,6 +102,23 @@ absl::Status Session::CompilePlugin(const wire::CompileRequest& request, uint64_
     }
     response->set_ready_future_handle(ready);
   });
+  return absl::OkStatus();
+}
+
+absl::Status Session::AddOutputs(std::vector<std::shared_ptr<Array>> outputs,
+                                 const wire::LoadedExecutableExecuteRequest& request,
+                                 wire::LoadedExecutableExecuteResponse* response) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const uint64_t handle = o < static_cast<size_t>(request.result_array_handle_size())
+                                ? request.result_array_handle(o)
+                                : NewHandle();
+    wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
+    *output->mutable_dtype() = ToDTypeProto(outputs[o]->dtype);
+    *output->mutable_shape() = ToShapeProto(outputs[o]->shape);
+    *output->mutable_sharding() = ToProto(outputs[o]->sharding);
+    output->set_array_handle(handle);
+    SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(outputs[o])));
+  }
   return absl::OkStatus();
 }
 
@@ -175,17 +196,7 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
       SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(token)));
     }
   }
-  for (size_t o = 0; o < outputs.size(); ++o) {
-    const uint64_t handle = o < static_cast<size_t>(request.result_array_handle_size())
-                                ? request.result_array_handle(o)
-                                : NewHandle();
-    wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
-    *output->mutable_dtype() = ToDTypeProto(outputs[o]->dtype);
-    *output->mutable_shape() = ToShapeProto(outputs[o]->shape);
-    *output->mutable_sharding() = ToProto(outputs[o]->sharding);
-    output->set_array_handle(handle);
-    SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(outputs[o])));
-  }
+  SY_RETURN_IF_ERROR(AddOutputs(std::move(outputs), request, response));
   response->set_status_handle(status_handle);
   return absl::OkStatus();
 }

@@ -268,11 +268,19 @@ absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t o
 }
 
 void ColocatedCalls::EndSession(uint64_t session) {
+  StopWhere([session](const Key& key) { return key.second == session; });
+}
+
+void ColocatedCalls::EndOwner(uint64_t owner) {
+  StopWhere([owner](const Key& key) { return key.first == owner; });
+}
+
+void ColocatedCalls::StopWhere(const std::function<bool(const Key&)>& doomed_key) {
   std::vector<std::shared_ptr<Sidecar>> doomed;
   {
     absl::MutexLock lock(&mutex_);
     for (auto it = sidecars_.begin(); it != sidecars_.end();) {
-      if (it->first.second != session) {
+      if (!doomed_key(it->first)) {
         ++it;
         continue;
       }
@@ -281,25 +289,6 @@ void ColocatedCalls::EndSession(uint64_t session) {
     }
   }
   // A call still running sees its sidecar end, fails, and frees it.
-  for (const auto& sidecar : doomed) {
-    const pid_t pid = sidecar->pid.load();
-    if (pid > 0) kill(pid, SIGKILL);
-  }
-}
-
-void ColocatedCalls::EndOwner(uint64_t owner) {
-  std::vector<std::shared_ptr<Sidecar>> doomed;
-  {
-    absl::MutexLock lock(&mutex_);
-    for (auto it = sidecars_.begin(); it != sidecars_.end();) {
-      if (it->first.first != owner) {
-        ++it;
-        continue;
-      }
-      doomed.push_back(std::move(it->second));
-      it = sidecars_.erase(it);
-    }
-  }
   for (const auto& sidecar : doomed) {
     const pid_t pid = sidecar->pid.load();
     if (pid > 0) kill(pid, SIGKILL);

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,6 +60,8 @@ class ColocatedCalls {
   };
   using Key = std::pair<uint64_t, uint64_t>;  // owner, session
 
+  // Stops (SIGKILL) and forgets the sidecars whose key matches.
+  void StopWhere(const std::function<bool(const Key&)>& doomed_key) ABSL_LOCKS_EXCLUDED(mutex_);
   std::shared_ptr<Sidecar> SidecarFor(uint64_t owner, uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
   // Starts the process if it is not running (forming the JAX world of `request`).
   absl::Status EnsureStarted(Sidecar& sidecar, const ColocatedCallRequest& request)
