@@ -22,6 +22,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 import traceback
 
 from switchyard import common_pb2, sidecar_pb2
@@ -271,6 +272,20 @@ class Runner:
     return reply
 
 
+def _die_with_parent():
+  """A sidecar busy in a function must not outlive a worker that dies: a thread watches
+  for the parent to change (prctl's death signal follows the spawning thread, which a
+  gRPC pool may retire, so it is not used)."""
+  parent = os.getppid()
+
+  def watch():
+    while os.getppid() == parent:
+      time.sleep(1)
+    os._exit(1)
+
+  threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def _versions(reply):
   import jax
 
@@ -282,6 +297,7 @@ def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--label", default="")
   parser.parse_args(argv)
+  _die_with_parent()
   # The protocol keeps the original stdout; everything printed goes to stderr.
   channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
   channel_out = os.fdopen(os.dup(1), "wb")

@@ -132,7 +132,8 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
 }
 
 absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& request,
-                                  uint64_t owner, const std::string& prefix) {
+                                  uint64_t owner, const std::string& prefix,
+                                  const std::function<bool()>& cancelled) {
   std::vector<std::string> files;  // removed however the call ends
   absl::Cleanup remove = [&files] {
     for (const std::string& file : files) unlink(file.c_str());
@@ -190,7 +191,7 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   const absl::Time deadline = request.timeout_ms() > 0
                                   ? absl::Now() + absl::Milliseconds(request.timeout_ms())
                                   : absl::InfiniteFuture();  // bounded by the session's end
-  absl::StatusOr<SidecarReply> reply = sidecar.process->Call(message, deadline);
+  absl::StatusOr<SidecarReply> reply = sidecar.process->Call(message, deadline, cancelled);
   if (!reply.ok()) {
     sidecar.pid = 0;
     return absl::Status(reply.status().code(),
@@ -241,7 +242,8 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   return absl::OkStatus();
 }
 
-absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t owner) {
+absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t owner,
+                                 const std::function<bool()>& cancelled) {
   absl::Status status = [&]() -> absl::Status {
     if (python_.empty()) {
       return absl::FailedPreconditionError(
@@ -253,7 +255,7 @@ absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t o
     SY_RETURN_IF_ERROR(EnsureStarted(*sidecar, request));
     const std::string prefix =
         absl::StrCat(shm_directory_, "/switchyard-", getpid(), "-", request.session(), "-");
-    return Call(*sidecar, request, owner, prefix);
+    return Call(*sidecar, request, owner, prefix, cancelled);
   }();
   if (status.ok()) return status;
   status = absl::Status(status.code(), absl::StrCat("colocated Python function '", request.name(),

@@ -42,7 +42,10 @@ class ColocatedCalls {
   // Runs the call to completion on this thread, for `owner`. The outputs are stored
   // under their ids; on failure (a Python exception carries its traceback, a crash says
   // how the sidecar ended) the error is stored under every output id and returned.
-  absl::Status Run(const ColocatedCallRequest& request, uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
+  // `cancelled` (may be null) says the caller has gone: the call's sidecar is then
+  // stopped and the call fails CANCELLED.
+  absl::Status Run(const ColocatedCallRequest& request, uint64_t owner,
+                   const std::function<bool()>& cancelled = nullptr) ABSL_LOCKS_EXCLUDED(mutex_);
   // Stops the sidecars of a session, or of everything `owner` made.
   void EndSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
   void EndOwner(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -67,7 +70,8 @@ class ColocatedCalls {
   absl::Status EnsureStarted(Sidecar& sidecar, const ColocatedCallRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
   absl::Status Call(Sidecar& sidecar, const ColocatedCallRequest& request, uint64_t owner,
-                    const std::string& prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
+                    const std::string& prefix, const std::function<bool()>& cancelled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;

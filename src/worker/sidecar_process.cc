@@ -110,16 +110,30 @@ absl::Status SidecarProcess::Broken(absl::Status why) {
   return absl::Status(why.code(), absl::StrCat(why.message(), "; the sidecar ", how));
 }
 
-absl::Status SidecarProcess::Send(const std::string& bytes, absl::Time deadline) {
-  size_t sent = 0;
-  while (sent < bytes.size()) {
-    pollfd p{fd_, POLLOUT, 0};
-    const int ready = poll(&p, 1, RemainingMs(deadline));
-    if (ready == 0) return absl::DeadlineExceededError("the call ran past its deadline");
+absl::Status SidecarProcess::WaitFor(short events, absl::Time deadline,
+                                     const std::function<bool()>& cancelled) {
+  constexpr int kCancelPollMs = 200;
+  while (true) {
+    pollfd p{fd_, events, 0};
+    int wait = RemainingMs(deadline);
+    if (cancelled != nullptr && (wait < 0 || wait > kCancelPollMs)) wait = kCancelPollMs;
+    const int ready = poll(&p, 1, wait);
+    if (ready > 0) return absl::OkStatus();
     if (ready < 0) {
       if (errno == EINTR) continue;
       return absl::UnavailableError(absl::StrCat("poll: ", std::strerror(errno)));
     }
+    if (absl::Now() >= deadline)
+      return absl::DeadlineExceededError("the call ran past its deadline");
+    if (cancelled != nullptr && cancelled()) return absl::CancelledError("its caller went away");
+  }
+}
+
+absl::Status SidecarProcess::Send(const std::string& bytes, absl::Time deadline,
+                                  const std::function<bool()>& cancelled) {
+  size_t sent = 0;
+  while (sent < bytes.size()) {
+    SY_RETURN_IF_ERROR(WaitFor(POLLOUT, deadline, cancelled));
     const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -130,16 +144,11 @@ absl::Status SidecarProcess::Send(const std::string& bytes, absl::Time deadline)
   return absl::OkStatus();
 }
 
-absl::Status SidecarProcess::Receive(char* out, size_t size, absl::Time deadline) {
+absl::Status SidecarProcess::Receive(char* out, size_t size, absl::Time deadline,
+                                     const std::function<bool()>& cancelled) {
   size_t got = 0;
   while (got < size) {
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = poll(&p, 1, RemainingMs(deadline));
-    if (ready == 0) return absl::DeadlineExceededError("the call ran past its deadline");
-    if (ready < 0) {
-      if (errno == EINTR) continue;
-      return absl::UnavailableError(absl::StrCat("poll: ", std::strerror(errno)));
-    }
+    SY_RETURN_IF_ERROR(WaitFor(POLLIN, deadline, cancelled));
     const ssize_t n = recv(fd_, out + got, size - got, 0);
     if (n == 0) return absl::UnavailableError("the sidecar closed its end");
     if (n < 0) {
@@ -152,7 +161,8 @@ absl::Status SidecarProcess::Receive(char* out, size_t size, absl::Time deadline
 }
 
 absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
-                                                  absl::Time deadline) {
+                                                  absl::Time deadline,
+                                                  const std::function<bool()>& cancelled) {
   if (pid_ <= 0) return absl::UnavailableError("the sidecar has stopped");
   std::string message;
   request.SerializeToString(&message);
@@ -165,10 +175,10 @@ absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
   std::string framed(4, '\0');
   for (int i = 0; i < 4; ++i) framed[i] = static_cast<char>((size >> (8 * i)) & 0xff);
   framed += message;
-  absl::Status sent = Send(framed, deadline);
+  absl::Status sent = Send(framed, deadline, cancelled);
   if (!sent.ok()) return Broken(sent);
   unsigned char header[4];
-  absl::Status received = Receive(reinterpret_cast<char*>(header), 4, deadline);
+  absl::Status received = Receive(reinterpret_cast<char*>(header), 4, deadline, cancelled);
   if (!received.ok()) return Broken(received);
   const uint32_t length =
       header[0] | (header[1] << 8) | (header[2] << 16) | (static_cast<uint32_t>(header[3]) << 24);
@@ -177,7 +187,7 @@ absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
         absl::StrCat("the sidecar sent a ", length, "-byte message, past the limit")));
   }
   std::string body(length, '\0');
-  received = Receive(body.data(), length, deadline);
+  received = Receive(body.data(), length, deadline, cancelled);
   if (!received.ok()) return Broken(received);
   SidecarReply reply;
   if (!reply.ParseFromString(body) || reply.call() != request.call()) {

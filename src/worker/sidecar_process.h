@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,8 +31,11 @@ class SidecarProcess {
   // Sends `request` and waits for its reply until `deadline`. When the process exits
   // meanwhile, breaks the protocol or runs past the deadline, it is stopped for good
   // (`alive()` turns false) and the error says how it ended: UNAVAILABLE for an exit
-  // or a crash, DEADLINE_EXCEEDED for a deadline.
-  absl::StatusOr<SidecarReply> Call(const SidecarRequest& request, absl::Time deadline);
+  // or a crash, DEADLINE_EXCEEDED for a deadline. `cancelled` (may be null) is asked
+  // every 200 ms while waiting: once it says true (the caller has gone), the process is
+  // stopped too and the answer is CANCELLED.
+  absl::StatusOr<SidecarReply> Call(const SidecarRequest& request, absl::Time deadline,
+                                    const std::function<bool()>& cancelled = nullptr);
 
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
@@ -39,8 +43,13 @@ class SidecarProcess {
  private:
   SidecarProcess(pid_t pid, int fd, std::string label)
       : pid_(pid), fd_(fd), label_(std::move(label)) {}
-  absl::Status Send(const std::string& bytes, absl::Time deadline);
-  absl::Status Receive(char* out, size_t size, absl::Time deadline);
+  absl::Status Send(const std::string& bytes, absl::Time deadline,
+                    const std::function<bool()>& cancelled);
+  absl::Status Receive(char* out, size_t size, absl::Time deadline,
+                       const std::function<bool()>& cancelled);
+  // Waits until `fd_` is ready for `events`: OK, or the deadline's or cancellation's
+  // error.
+  absl::Status WaitFor(short events, absl::Time deadline, const std::function<bool()>& cancelled);
   // Kills and reaps the process; returns how it ended ("exited with status 1", "was
   // killed by signal 11").
   std::string Stop();

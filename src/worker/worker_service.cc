@@ -423,8 +423,12 @@ grpc::Status WorkerService::Dispatch(
         // On the stream thread, as loads are: later operations may read its outputs.
         status = colocated_ == nullptr
                      ? absl::UnimplementedError("this worker runs no colocated Python")
-                     : Guarded("ColocatedCall",
-                               [&] { return colocated_->Run(request.colocated_call(), owner); });
+                     : Guarded("ColocatedCall", [&] {
+                         // A dead proxy's call stops its sidecar, so its stream
+                         // (and with it the owner's lease) can end.
+                         return colocated_->Run(request.colocated_call(), owner,
+                                                [context] { return context->IsCancelled(); });
+                       });
         break;
       case DispatchRequest::kSaveShards: {
         if (storage_ == nullptr) {

@@ -4,6 +4,7 @@ worker's sidecar (python -m switchyard.sidecar), never silently in the client.""
 
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import time
@@ -128,6 +129,32 @@ def test_a_cluster_without_python_says_so(tmp_path, monkeypatch):
             env={**os.environ, "JAX_BACKEND_TARGET": c.target,
                  "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"})
     assert "ERROR" in result.stdout and "--python" in result.stdout, result.stdout + result.stderr[-3000:]
+
+
+def test_a_killed_proxy_mid_call_frees_its_sidecar(tmp_path):
+    """kill -9 of the proxy while a function runs: the client gets an error, the worker's
+    stream sees its caller gone and stops the sidecar, and the restarted proxy serves."""
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS + "\n")
+    with switchyard.LocalCluster(workers=2, devices_per_worker=2) as c:
+        env = {**os.environ, "JAX_BACKEND_TARGET": c.target,
+               "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+        client = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            assert client.stdout.readline().startswith("CALLED")
+            deadline = time.monotonic() + 60
+            while not sidecars(c):
+                assert time.monotonic() < deadline, "no sidecar started"
+                time.sleep(0.2)
+            os.kill(c.child_pid("proxy"), signal.SIGKILL)
+            _, err = client.communicate(timeout=120)
+            assert client.returncode != 0 and "UNAVAILABLE" in err, err[-2000:]
+        finally:
+            client.kill()
+        assert wait_for_no_sidecars(c, timeout=30), "a dead proxy's sidecar lived on"
+        result = run(c, "colocated_client.py", "--init", "pathwaysutils", str(tmp_path))
+        assert result.returncode == 0, result.stdout + result.stderr[-4000:]
 
 
 def test_the_data_loading_example(cluster):

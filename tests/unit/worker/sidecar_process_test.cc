@@ -61,6 +61,18 @@ TEST(SidecarProcessTest, APastDeadlineStopsTheProcess) {
   EXPECT_NE(kill(pid, 0), 0);  // reaped: no such process
 }
 
+TEST(SidecarProcessTest, ACallerThatGoesAwayStopsTheProcess) {
+  auto process = SidecarProcess::Spawn(Script("busy", "exec sleep 60"), "test");
+  ASSERT_TRUE(process.ok()) << process.status();
+  const pid_t pid = (*process)->pid();
+  const absl::Time gone = absl::Now() + absl::Milliseconds(300);
+  auto reply =
+      (*process)->Call(Start(), absl::InfiniteFuture(), [gone] { return absl::Now() > gone; });
+  EXPECT_EQ(reply.status().code(), absl::StatusCode::kCancelled) << reply.status();
+  EXPECT_FALSE((*process)->alive());
+  EXPECT_NE(kill(pid, 0), 0);
+}
+
 TEST(SidecarProcessTest, AMissingInterpreterIsAClearError) {
   auto process = SidecarProcess::Spawn("/nonexistent/python3", "test");
   // posix_spawn reports a missing file at once, or the child exits 127.
