@@ -155,6 +155,9 @@ def bandwidth(jax, args):
             x = jax.device_put(a, src)
             x.block_until_ready()
             best["h2d"] = max(best["h2d"], mib / (time.perf_counter() - t))
+            if args.h2d_only:
+                del x
+                continue
             t = time.perf_counter()
             np.asarray(x)
             best["d2h"] = max(best["d2h"], mib / (time.perf_counter() - t))
@@ -303,6 +306,7 @@ def main():
     p.add_argument("--tail", type=float, default=0.0)
     p.add_argument("--depth", type=int, default=32)
     p.add_argument("--layers", type=int, default=80)
+    p.add_argument("--h2d_only", action="store_true", help="bandwidth: host -> device only")
     args = p.parse_args()
     args.durations_s = json.loads(args.durations)
     jax = setup(args.system, max(4, args.slices * args.per_slice))

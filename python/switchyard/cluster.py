@@ -79,14 +79,17 @@ class LocalCluster:
     `c.rm_address` the resource manager, and `c.status()` the fleet as
     `switchyard status --json` prints it. `gcs_scratch_location` gives the workers a
     persistent compilation cache there. `virtual_slices` ("cpu:1") makes it a shared
-    pool: each session leases slices of that shape (docs/shared-pool.md). `flags` go to
-    `switchyard up` as they are (e.g. `--tokens_file=...`, `--tenant_shares=...`).
+    pool: each session leases slices of that shape (docs/shared-pool.md).
+    `large_transfer_directory` lets the clients of `env()` leave large host buffers there
+    for the proxy (docs/performance.md). `flags` go to `switchyard up` as they are (e.g.
+    `--tokens_file=...`, `--tenant_shares=...`).
     """
 
     def __init__(self, workers: int = 2, devices_per_worker: int = 4, hosts_per_slice: int = 1,
                  rm_port: int | None = None, proxy_port: int | None = None,
                  startup_timeout_s: float = 120.0, gcs_scratch_location: str | None = None,
-                 virtual_slices: str | None = None, flags: tuple[str, ...] = ()):
+                 virtual_slices: str | None = None, large_transfer_directory: str | None = None,
+                 flags: tuple[str, ...] = ()):
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
@@ -97,6 +100,7 @@ class LocalCluster:
         self._timeout = startup_timeout_s
         self.gcs_scratch_location = gcs_scratch_location
         self.virtual_slices = virtual_slices
+        self.large_transfer_directory = large_transfer_directory
         self.flags = tuple(flags)
         self._process: subprocess.Popen | None = None
 
@@ -118,6 +122,8 @@ class LocalCluster:
             cmd.append(f"--gcs_scratch_location={self.gcs_scratch_location}")
         if self.virtual_slices:
             cmd.append(f"--virtual_slices={self.virtual_slices}")
+        if self.large_transfer_directory:
+            cmd.append(f"--large_transfer_directory={self.large_transfer_directory}")
         cmd.extend(self.flags)
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         deadline = time.monotonic() + self._timeout
@@ -137,8 +143,14 @@ class LocalCluster:
 
     def env(self) -> dict:
         """Environment variables for a JAX client process of this cluster."""
-        return {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": self.target,
-                "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+        env = {"JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": self.target,
+               "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
+        if self.large_transfer_directory:
+            # Used for host buffers from IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_
+            # THRESHOLD_BYTES up, which the client sets (unset: never).
+            env["IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"] = \
+                self.large_transfer_directory
+        return env
 
     def status(self) -> dict:
         out = subprocess.run([find_binary(), "status", "--json",

@@ -34,6 +34,13 @@ ABSL_FLAG(absl::Duration, session_idle_timeout, absl::ZeroDuration(),
           "proxy: a session of the pool (--virtual_slices) with nothing in flight that sends no "
           "request for this long (e.g. 30m) gives its slices back and ends; 0: never");
 
+ABSL_FLAG(std::string, large_transfer_directory, "",
+          "proxy: a directory on this host where JAX clients of this host may leave large host "
+          "buffers for the proxy to take, instead of sending them over gRPC: the clients set "
+          "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY to it (and "
+          "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_THRESHOLD_BYTES). Memory-backed (a "
+          "/dev/shm directory), one per client user. Empty: off");
+
 namespace switchyard::cli {
 
 int RunProxy() {
@@ -51,6 +58,7 @@ int RunProxy() {
   options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
   options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
   options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
+  options.large_transfer_directory = absl::GetFlag(FLAGS_large_transfer_directory);
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);

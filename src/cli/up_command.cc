@@ -40,6 +40,7 @@ ABSL_DECLARE_FLAG(int64_t, session_max_arrays);
 ABSL_DECLARE_FLAG(int64_t, session_max_host_buffer_bytes);
 ABSL_DECLARE_FLAG(std::string, virtual_slices);
 ABSL_DECLARE_FLAG(absl::Duration, session_idle_timeout);
+ABSL_DECLARE_FLAG(std::string, large_transfer_directory);
 ABSL_DECLARE_FLAG(std::string, tenant_shares);
 ABSL_DECLARE_FLAG(std::string, tenant_priorities);
 ABSL_DECLARE_FLAG(absl::Duration, lease_max_hold);
@@ -361,7 +362,9 @@ int RunUp(const char* argv0) {
                                 absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
                    absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
                    absl::StrCat("--session_idle_timeout=",
-                                absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout)))}));
+                                absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
+                   absl::StrCat("--large_transfer_directory=",
+                                absl::GetFlag(FLAGS_large_transfer_directory))}));
   if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));

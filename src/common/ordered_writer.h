@@ -6,7 +6,8 @@
 // session: none may wait on one slow client); the stream's own thread may `Write`,
 // which writes at once when nothing is queued or being written (one thread handoff
 // fewer for the common case) and queues otherwise. A thread of the writer's own writes
-// what is queued. Thread-safe.
+// what is queued. A thread that may block can also claim the writing of what it posts
+// (`Post(message, &claimed)`, then `WriteClaimed`). Thread-safe.
 
 #include <cstddef>
 #include <deque>
@@ -42,6 +43,42 @@ class OrderedWriter {
     if (closed_ || failed_) return false;
     queue_.push_back(std::move(message));
     return true;
+  }
+
+  // Queues `message`, like Post. When nothing was queued or being written, the caller
+  // claims the writing: it is then to call WriteClaimed, from a thread that may block,
+  // before it waits on anything (one thread handoff fewer). Otherwise `*claimed` is false
+  // and the writer's thread writes it.
+  bool Post(Message message, bool* claimed) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    *claimed = false;
+    if (closed_ || failed_) return false;
+    queue_.push_back(std::move(message));
+    if (queue_.size() == 1 && !writing_) *claimed = writing_ = true;
+    return true;
+  }
+
+  // After a claiming Post: writes what is queued here, at most `limit` messages (more
+  // may come meanwhile from other threads), and leaves the rest to the writer's thread.
+  void WriteClaimed(size_t limit) ABSL_LOCKS_EXCLUDED(mutex_) {
+    for (size_t written = 0;; ++written) {
+      Message message;
+      {
+        absl::MutexLock lock(&mutex_);
+        if (closed_ || failed_ || queue_.empty() || written == limit) {
+          writing_ = false;
+          return;
+        }
+        message = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const bool ok = write_(message);
+      if (!ok) {
+        absl::MutexLock lock(&mutex_);
+        failed_ = true;
+        queue_.clear();
+      }
+    }
   }
 
   // On the stream's own thread, which may block: writes now if nothing is ahead.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "proxy/completion.h"
 #include "proxy/sharding.h"
 #include "proxy/worker_connection.h"
 #include "switchyard/common.pb.h"
@@ -18,11 +19,13 @@ namespace switchyard::proxy {
 
 // A buffer on a worker, made by operation `made` (or a put, whose ticket names only
 // the epoch). Deleted on the worker when the last array using it lets go; lost, for
-// good, once its worker's epoch has ended.
+// good, once its worker's epoch has ended. `computed`, when known (launch outputs),
+// settles once the worker has computed it.
 class RemoteBuffer {
  public:
-  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device, WorkerConnection::Ticket made)
-      : worker_(worker), id_(id), device_(device), made_(made) {}
+  RemoteBuffer(WorkerConnection* worker, uint64_t id, int64_t device, WorkerConnection::Ticket made,
+               std::shared_ptr<Completion> computed = nullptr)
+      : worker_(worker), id_(id), device_(device), made_(made), computed_(std::move(computed)) {}
   // A shard that was never made because of `lost` (a DATA_LOSS): operations on a lost
   // slice are accepted, and their results report the loss when used.
   static std::shared_ptr<RemoteBuffer> Lost(WorkerConnection* worker, int64_t device,
@@ -39,6 +42,8 @@ class RemoteBuffer {
   uint64_t id() const { return id_; }
   int64_t device() const { return device_; }
   const WorkerConnection::Ticket& made() const { return made_; }
+  // Null when only the worker knows (ask it: WorkerConnection::AwaitThen).
+  Completion* computed() const { return computed_.get(); }
   // OK, or the DATA_LOSS of the worker that held it.
   absl::Status Usable() const { return lost_.ok() ? worker_->CheckEpoch(made_.epoch) : lost_; }
 
@@ -47,6 +52,7 @@ class RemoteBuffer {
   uint64_t id_;
   int64_t device_;
   WorkerConnection::Ticket made_;
+  std::shared_ptr<Completion> computed_;
   absl::Status lost_;
 };
 

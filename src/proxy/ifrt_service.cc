@@ -13,6 +13,7 @@
 #include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "proxy/ifrt_convert.h"
+#include "proxy/large_transfer.h"
 #include "proxy/session.h"
 #include "proxy/slice_lease.h"
 #include "proxy/version.h"
@@ -351,9 +352,34 @@ grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
 grpc::Status IfrtService::HostBufferReadFromDisk(
     grpc::ServerContext* context, const w::GrpcHostBufferReadFromDiskRequest* request,
     w::GrpcHostBufferReadFromDiskResponse* response) {
-  return ToGrpcStatus(absl::UnimplementedError(
-      "HostBufferReadFromDisk (the shared-directory transfer optimization) is not supported; "
-      "unset IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY"));
+  if (options_.large_transfer_directory.empty()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(
+        "this proxy takes no host buffers from files (it has no --large_transfer_directory); "
+        "unset IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY on the client"));
+  }
+  const w::GrpcHostBufferStoreMetadata& metadata = request->metadata();
+  auto store = FindStore(*context, metadata.session_id());
+  if (store == nullptr) {
+    return ToGrpcStatus(
+        absl::NotFoundError(absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
+  }
+  if (metadata.buffer_size() < 0) {
+    return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
+  }
+  // Checked before anything is allocated for it.
+  const std::string path = LargeTransferPath(options_.large_transfer_directory, metadata.handle());
+  absl::StatusOr<LargeTransferFile> file = LargeTransferFile::Open(path, metadata.buffer_size());
+  if (!file.ok()) return ToGrpcStatus(file.status());
+  auto buffer = store->Begin(metadata.handle(), metadata.buffer_size());
+  if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  absl::Status read = file->ReadInto(**buffer);
+  if (!read.ok()) {
+    (void)store->Delete(metadata.handle());
+    return ToGrpcStatus(absl::Status(
+        read.code(), absl::StrCat("host buffer ", metadata.handle(), ": ", read.message())));
+  }
+  client_bytes_in_ += metadata.buffer_size();
+  return grpc::Status::OK;
 }
 
 }  // namespace switchyard::proxy

@@ -40,6 +40,9 @@ struct IfrtServiceOptions {
   // A session holding leased slices that has nothing in flight and sends no request for
   // this long loses them (SliceLease::Lose) and then ends; zero: never.
   absl::Duration session_idle_timeout = absl::ZeroDuration();
+  // Where clients on this host may leave large host buffers for the proxy to take
+  // (proxy/large_transfer.h); empty: they may not.
+  std::string large_transfer_directory;
 };
 
 // Whether a session is idle: requests answered, none for a while. Thread-safe.

@@ -1,5 +1,7 @@
 #include "proxy/proxy.h"
 
+#include <filesystem>
+
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
@@ -94,6 +96,14 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
                       ParseSliceShapes(options.virtual_slices, "--virtual_slices"));
   service_options.session_idle_timeout = options.session_idle_timeout;
+  if (!options.large_transfer_directory.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(options.large_transfer_directory, error)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--large_transfer_directory=", options.large_transfer_directory, " is not a directory"));
+    }
+    service_options.large_transfer_directory = options.large_transfer_directory;
+  }
   if (!options.tokens_file.empty()) {
     SY_ASSIGN_OR_RETURN(service_options.tokens, TenantTokens::Load(options.tokens_file));
     SY_LOG(Info) << "sessions need a token of one of " << service_options.tokens.tenants()

@@ -39,6 +39,8 @@ struct ProxyOptions {
   absl::Duration session_idle_timeout = absl::ZeroDuration();
   // Where gs:// and s3:// buckets are mounted, for profiles written where asked.
   std::string storage_mount_root;
+  // See IfrtServiceOptions; must be a directory when set.
+  std::string large_transfer_directory;
 };
 
 class ProxyServer {

@@ -208,11 +208,15 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
         absl::StrCat("this session holds ", arrays_.size(), " arrays; the proxy allows ",
                      policy_.max_arrays, " a session (--session_max_arrays): free some first"));
   } else if (request.has_check_value_ready_request()) {
+    std::optional<absl::Status> now;
     status = Guarded("CheckValueReady", [&] {
       return CheckValueReadyLater(request.check_value_ready_request(),
-                                  request.request_metadata().op_id());
+                                  request.request_metadata().op_id(), &now);
     });
-    if (status.ok()) return std::nullopt;
+    if (status.ok() && !now.has_value()) return std::nullopt;
+    // Known at once: answered here, with no handoff to the sink's thread.
+    if (status.ok()) status = *std::move(now);
+    if (status.ok()) response.mutable_check_value_ready_response();
   } else if (const uint64_t future = FutureChecked(request);
              future != 0 &&
              late_futures_->Check(future, [sink = sink_, request](absl::Status status) {

@@ -166,7 +166,9 @@ class Session {
   absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request, uint64_t op_id);
   // Answered through the sink once every worker holding the values says they are
   // computed; the session goes on with the next request meanwhile.
-  absl::Status CheckValueReadyLater(const wire::CheckValueReadyRequest& request, uint64_t op_id);
+  // Answers later, or sets `now` to the answer when it is known at once.
+  absl::Status CheckValueReadyLater(const wire::CheckValueReadyRequest& request, uint64_t op_id,
+                                    std::optional<absl::Status>* now);
   absl::Status HandleDeleteArray(const wire::DeleteArrayRequest& request,
                                  wire::DeleteArrayResponse* response);
   absl::Status HandleDestructArray(const wire::DestructArrayRequest& request);

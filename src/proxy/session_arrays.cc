@@ -682,14 +682,30 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
 }
 
 absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& request,
-                                           uint64_t op_id) {
+                                           uint64_t op_id, std::optional<absl::Status>* now) {
+  // Launch outputs settle by themselves (their workers say when they are computed);
+  // the workers are asked only about other buffers.
   std::map<WorkerConnection*, std::vector<uint64_t>> by_worker;
+  std::set<Completion*> pending;
   for (uint64_t handle : request.value_handles()) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(handle));
     SY_RETURN_IF_ERROR(array->Usable());  // lost: known now, said now
     for (const auto& shard : array->shards) {
-      if (shard != nullptr) by_worker[shard->worker()].push_back(shard->id());
+      if (shard == nullptr) continue;
+      if (shard->computed() == nullptr) {
+        by_worker[shard->worker()].push_back(shard->id());
+      } else if (std::optional<absl::Status> settled = shard->computed()->Now();
+                 !settled.has_value()) {
+        pending.insert(shard->computed());
+      } else if (!settled->ok()) {
+        *now = *settled;  // a failed value is reported at once
+        return absl::OkStatus();
+      }
     }
+  }
+  if (by_worker.empty() && pending.empty()) {
+    *now = absl::OkStatus();
+    return absl::OkStatus();
   }
   // Runs on a worker connection's reader thread, maybe after the session has ended:
   // holds the sink, not the session.
@@ -698,13 +714,12 @@ absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& r
       response->mutable_check_value_ready_response();
     });
   };
-  if (by_worker.empty()) {
-    answer(absl::OkStatus());
-    return absl::OkStatus();
-  }
   // The last worker to answer (on its stream's reader thread) answers the client.
-  auto all_ready = JoinStatuses(by_worker.size(), answer);
+  auto all_ready = JoinStatuses(by_worker.size() + pending.size(), answer);
   for (const auto& [worker, ids] : by_worker) worker->AwaitThen(ids, all_ready);
+  for (Completion* completion : pending) {
+    if (std::optional<absl::Status> settled = completion->NowOrThen(all_ready)) all_ready(*settled);
+  }
   return absl::OkStatus();
 }
 

@@ -570,25 +570,36 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     }
   }
   // Sent, not awaited: the worker stores a failed launch's error under its outputs,
-  // and whoever reads them gets it. Deleting the arguments or the executable later
-  // goes on the same streams, so after this launch.
+  // and whoever reads them gets it. Each worker answers once its part's outputs are
+  // computed, so that CheckValueReady is answered here. Deleting the arguments or the
+  // executable later goes on the same streams, so after this launch.
+  std::vector<std::shared_ptr<Completion>> computed(launches.size());
+  std::vector<WorkerConnection::Done> settle(launches.size());
+  for (size_t p = 0; p < launches.size(); ++p) {
+    computed[p] = std::make_shared<Completion>();
+    settle[p] = [completion = computed[p]](absl::Status status) {
+      completion->Settle(std::move(status));
+    };
+    launches[p].set_answer_when_computed(true);
+  }
   std::vector<WorkerConnection::Ticket> tickets;
   if (lost.ok() && multi_worker) {
     std::vector<WorkerConnection::Part> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
       // In the epoch the part and its arguments were checked in.
-      parts.push_back({executable->parts[p].worker, launches[p], executable->parts[p].epoch});
+      parts.push_back({executable->parts[p].worker, launches[p], executable->parts[p].epoch,
+                       std::move(settle[p])});
     }
     absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
-        WorkerConnection::SendTogether(std::move(parts));
+        WorkerConnection::SendTogether(std::move(parts), /*write_here=*/true);
     if (sent.ok()) {
       tickets = *std::move(sent);
     } else {
       lost = sent.status();
     }
   } else if (lost.ok()) {
-    absl::StatusOr<WorkerConnection::Ticket> sent =
-        executable->parts[0].worker->Send(launches[0], nullptr, executable->parts[0].epoch);
+    absl::StatusOr<WorkerConnection::Ticket> sent = executable->parts[0].worker->Send(
+        launches[0], std::move(settle[0]), executable->parts[0].epoch, /*write_here=*/true);
     if (sent.ok()) {
       tickets.push_back(*sent);
     } else {
@@ -605,7 +616,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
       for (size_t o = 0; o < outputs; ++o) {
         buffers[o][positions[p][d]] =
             lost.ok() ? std::make_shared<RemoteBuffer>(part.worker, launch.outputs(d).ids(o),
-                                                       part.devices[d], tickets[p])
+                                                       part.devices[d], tickets[p], computed[p])
                       : RemoteBuffer::Lost(part.worker, part.devices[d], lost);
       }
     }

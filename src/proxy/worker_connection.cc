@@ -45,14 +45,16 @@ void WorkerConnection::Close() {
     if (live_context_ != nullptr) live_context_->TryCancel();
   }
   std::vector<Reader> readers;
-  std::unique_ptr<OrderedWriter<DispatchRequest>> writer;
+  std::shared_ptr<Writer> writer;
   {
     absl::MutexLock write_lock(&write_mutex_);
     if (stream_ != nullptr) context_->TryCancel();
     readers.swap(readers_);
     writer = std::move(writer_);
   }
-  writer.reset();  // its write, if any, fails now that the stream is cancelled
+  // Its write, if any (also a sender's claimed one), fails now that the stream is
+  // cancelled; senders holding it find it closed.
+  if (writer != nullptr) writer->Close();
   for (Reader& reader : readers) reader.thread.join();
 }
 
@@ -208,7 +210,7 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
   stream_epoch_ = epoch;
   // Operations go out on a thread of the stream's own: a sender never waits on a worker
   // that is slow to read (and never holds the write lock while it does).
-  writer_ = std::make_unique<OrderedWriter<DispatchRequest>>(
+  writer_ = std::make_shared<Writer>(
       [this, stream = stream_, epoch](const DispatchRequest& op) {
         write_epoch_.store(epoch);
         write_started_ns_.store(absl::GetCurrentTimeNanos());
@@ -237,7 +239,7 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
   return epoch;
 }
 
-void WorkerConnection::WriteDeletesLocked() {
+void WorkerConnection::WriteDeletesLocked(DispatchRequest* next) {
   std::vector<uint64_t> deletes;
   {
     absl::MutexLock lock(&mutex_);
@@ -248,6 +250,10 @@ void WorkerConnection::WriteDeletesLocked() {
     deletes.swap(pending_deletes_);
   }
   if (deletes.empty()) return;
+  if (next != nullptr) {  // the stream is open: the caller is about to write `next`
+    next->mutable_deletes_before()->Add(deletes.begin(), deletes.end());
+    return;
+  }
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
   if (!epoch.ok()) return;
   DispatchRequest batch;
@@ -256,8 +262,19 @@ void WorkerConnection::WriteDeletesLocked() {
   if (!WriteLocked(std::move(batch))) MarkDown(*epoch, "its operation stream failed");
 }
 
-bool WorkerConnection::WriteLocked(DispatchRequest op) {
-  return writer_ != nullptr && writer_->Post(std::move(op));
+bool WorkerConnection::WriteLocked(DispatchRequest op, Claims* claims) {
+  if (writer_ == nullptr) return false;
+  if (claims == nullptr) return writer_->Post(std::move(op));
+  bool claimed = false;
+  const bool posted = writer_->Post(std::move(op), &claimed);
+  if (claimed) claims->push_back(writer_);
+  return posted;
+}
+
+void WorkerConnection::WriteClaimed(const Claims& claims) {
+  // A few messages each: a sender writes its own, not a queue that others keep filling.
+  constexpr size_t kWritesHere = 4;
+  for (const std::shared_ptr<Writer>& writer : claims) writer->WriteClaimed(kWritesHere);
 }
 
 void WorkerConnection::CheckStall(absl::Duration limit) {
@@ -275,17 +292,25 @@ void WorkerConnection::SendDeletes() {
     if (pending_deletes_.empty()) return;
   }
   absl::MutexLock write_lock(&write_mutex_);
-  WriteDeletesLocked();
+  WriteDeletesLocked(nullptr);
 }
 
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(DispatchRequest op, Done done,
-                                                                uint64_t expected_epoch) {
-  absl::MutexLock write_lock(&write_mutex_);
-  return SendLocked(std::move(op), std::move(done), expected_epoch);
+                                                                uint64_t expected_epoch,
+                                                                bool write_here) {
+  Claims claims;
+  absl::StatusOr<Ticket> ticket;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    ticket =
+        SendLocked(std::move(op), std::move(done), expected_epoch, write_here ? &claims : nullptr);
+  }
+  WriteClaimed(claims);
+  return ticket;
 }
 
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
-    std::vector<Part> parts) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.
   std::vector<size_t> order(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) order[i] = i;
@@ -309,24 +334,28 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   // its peers get their parts; those then wait in a collective until the plugin gives
   // up. The host is lost either way, and so is the launch.
   std::vector<Ticket> tickets(parts.size());
+  Claims claims;
   if (down.ok()) {
     for (size_t i = 0; i < parts.size(); ++i) {
       absl::StatusOr<Ticket> ticket =
-          parts[i].worker->SendLocked(std::move(parts[i].op), nullptr, parts[i].expected_epoch);
+          parts[i].worker->SendLocked(std::move(parts[i].op), std::move(parts[i].done),
+                                      parts[i].expected_epoch, write_here ? &claims : nullptr);
       if (ticket.ok()) tickets[i] = *ticket;
     }
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) parts[*it].worker->write_mutex_.Unlock();
+  WriteClaimed(claims);
   if (!down.ok()) return down;
   return tickets;
 }
 
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op, Done done,
-                                                                      uint64_t expected_epoch) {
-  WriteDeletesLocked();
+                                                                      uint64_t expected_epoch,
+                                                                      Claims* claims) {
   absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
   if (!epoch.ok()) return epoch.status();
   if (expected_epoch != 0 && *epoch != expected_epoch) return CheckEpoch(expected_epoch);
+  WriteDeletesLocked(&op);
   Ticket ticket{*epoch, stream_id_, next_seq_++};
   op.set_seq(ticket.seq);
   if (done != nullptr) {
@@ -337,7 +366,7 @@ absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRe
   }
   // A failed write ends the epoch, whose reader then fails the waiter registered above;
   // what the operation was to make is lost with the epoch.
-  if (!WriteLocked(std::move(op))) MarkDown(ticket.epoch, "its operation stream failed");
+  if (!WriteLocked(std::move(op), claims)) MarkDown(ticket.epoch, "its operation stream failed");
   return ticket;
 }
 

@@ -94,8 +94,11 @@ class WorkerConnection {
   // carried it out, with its status, or with DATA_LOSS if the worker is lost first.
   // DATA_LOSS at once (and `done` not called) while the connection is down, or when it
   // is no longer in `expected_epoch` (0: any), the epoch of the buffers `op` names.
-  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr, uint64_t expected_epoch = 0)
-      ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // `write_here`: the caller's thread may block writing (a session's own request
+  // thread, never one shared between sessions): when the stream is idle it writes the
+  // operation itself, one thread handoff fewer.
+  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr, uint64_t expected_epoch = 0,
+                              bool write_here = false) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Sends one operation to each of several workers as one step: no other operation to
   // any of them goes in between (a launch spanning hosts must reach every host in the
   // same order relative to everything else). DATA_LOSS, sending nothing, if one is down
@@ -104,8 +107,10 @@ class WorkerConnection {
     WorkerConnection* worker;
     DispatchRequest op;
     uint64_t expected_epoch = 0;
+    Done done = nullptr;  // as Send's
   };
-  static absl::StatusOr<std::vector<Ticket>> SendTogether(std::vector<Part> parts);
+  static absl::StatusOr<std::vector<Ticket>> SendTogether(std::vector<Part> parts,
+                                                          bool write_here = false);
   // Deletes a buffer made in `epoch`, after every operation sent before this call.
   // Never blocks (destructors call it, also on reader threads): it goes out with the
   // next operation. Buffers of an ended epoch are the worker's to free (their owner's
@@ -143,15 +148,25 @@ class WorkerConnection {
     std::shared_ptr<std::atomic<bool>> finished;
   };
   using Stream = grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>;
+  using Writer = OrderedWriter<DispatchRequest>;
+  // Writers whose writing a sender claimed, to write on once it has let go of the locks.
+  using Claims = std::vector<std::shared_ptr<Writer>>;
+  static void WriteClaimed(const Claims& claims);
 
-  absl::StatusOr<Ticket> SendLocked(DispatchRequest op, Done done, uint64_t expected_epoch)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
+  // `claims` null: the writer's thread writes.
+  absl::StatusOr<Ticket> SendLocked(DispatchRequest op, Done done, uint64_t expected_epoch,
+                                    Claims* claims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Opens the stream of the current epoch if it is not open. DATA_LOSS while down.
   absl::StatusOr<uint64_t> EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  void WriteDeletesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Queues `op` for the stream's writer (never blocks); false once the stream failed.
-  bool WriteLocked(DispatchRequest op) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // The deletions waiting for the next operation go with `next` (null: on their own).
+  void WriteDeletesLocked(DispatchRequest* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Queues `op` for the stream's writer (never blocks), or for the caller to write
+  // (`claims`); false once the stream failed.
+  bool WriteLocked(DispatchRequest op, Claims* claims = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   void ReadLoop(std::shared_ptr<grpc::ClientContext> context, std::shared_ptr<Stream> stream,
                 uint64_t epoch);
@@ -173,7 +188,7 @@ class WorkerConnection {
   std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(write_mutex_);
   std::vector<Reader> readers_ ABSL_GUARDED_BY(write_mutex_);
   // Writes `stream_`'s operations in order; its write is the one CheckStall watches.
-  std::unique_ptr<OrderedWriter<DispatchRequest>> writer_ ABSL_GUARDED_BY(write_mutex_);
+  std::shared_ptr<Writer> writer_ ABSL_GUARDED_BY(write_mutex_);
   std::atomic<int64_t> write_started_ns_{0};  // 0: not in a write
   std::atomic<uint64_t> write_epoch_{0};
 

@@ -106,6 +106,33 @@ class DispatchAnswers {
   OrderedWriter<DispatchResponse> writer_;
 };
 
+// Answers operation `seq` once the buffers `ids` are computed, with the first error
+// among them, without blocking the stream. An unknown id is an error now (nothing is
+// answered then: the caller answers with it).
+template <typename Ids>
+absl::Status AnswerWhenComputed(const BufferStore& store, const Ids& ids, uint64_t seq,
+                                const std::shared_ptr<DispatchAnswers>& answers) {
+  std::vector<std::shared_ptr<const StoredBuffer>> buffers;
+  for (uint64_t id : ids) {
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, store.GetAny(id));
+    if (stored->is_strings) continue;  // made whole, at once
+    buffers.push_back(std::move(stored));
+  }
+  if (buffers.empty()) {
+    answers->Respond(seq, absl::OkStatus());
+    return absl::OkStatus();
+  }
+  answers->AwaitStarted();
+  // The last callback runs on a device thread: it only queues the answer for the
+  // writer thread, and holds no buffer (destroying one there would wait for that
+  // device). It may run after the stream has ended: `answers` outlives it.
+  auto ready = JoinStatuses(buffers.size(), [answers, seq](absl::Status result) {
+    answers->Respond(seq, result, /*awaited=*/true);
+  });
+  for (const auto& stored : buffers) stored->buffer->OnReady(ready);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> WorkerService::CheckCaller(const grpc::ServerContext& context) const {
@@ -397,10 +424,24 @@ grpc::Status WorkerService::Dispatch(
   while (stream->Read(&request)) {
     RecordWire("worker_dispatch", request);
     const uint64_t seq = request.seq();
+    if (request.deletes_before_size() > 0) {
+      buffers_->Delete({request.deletes_before().begin(), request.deletes_before().end()});
+    }
     absl::Status status;
     switch (request.op_case()) {
       case DispatchRequest::kExecute:
         status = executor_->Execute(request.execute(), owner, callback_stream);
+        if (status.ok() && request.answer_when_computed()) {
+          std::vector<uint64_t> outputs;
+          for (const BufferIdList& ids : request.execute().outputs()) {
+            outputs.insert(outputs.end(), ids.ids().begin(), ids.ids().end());
+          }
+          status = AnswerWhenComputed(*buffers_, outputs, seq, answers);
+          if (status.ok()) {
+            if (stream_id != 0) progress_->Advance(stream_id, seq);
+            continue;  // answered by the last output's callback
+          }
+        }
         break;
       case DispatchRequest::kAssemble:
         status = transfers_->Assemble(request.assemble(), owner);
@@ -446,28 +487,11 @@ grpc::Status WorkerService::Dispatch(
       }
       case DispatchRequest::kAwaitBuffers: {
         // Earlier operations on this stream have run, so the buffers exist (or their
-        // errors do); answer when the last one is computed, without blocking the stream.
-        std::vector<std::shared_ptr<const StoredBuffer>> buffers;
-        for (uint64_t id : request.await_buffers().buffer_ids()) {
-          auto stored = buffers_->GetAny(id);
-          if (!stored.ok()) {
-            status = stored.status();
-            break;
-          }
-          if ((*stored)->is_strings) continue;  // made whole, at once
-          buffers.push_back(*std::move(stored));
-        }
-        if (!status.ok() || buffers.empty()) break;
-        answers->AwaitStarted();
-        // The last callback runs on a device thread: it only queues the answer for the
-        // writer thread, and holds no buffer (destroying one there would wait for that
-        // device). It may run after this stream has ended: `answers` outlives it.
-        auto ready = JoinStatuses(buffers.size(), [answers, seq](absl::Status result) {
-          answers->Respond(seq, result, /*awaited=*/true);
-        });
-        for (const auto& stored : buffers) stored->buffer->OnReady(ready);
+        // errors do).
+        status = AnswerWhenComputed(*buffers_, request.await_buffers().buffer_ids(), seq, answers);
+        if (!status.ok()) break;
         if (stream_id != 0) progress_->Advance(stream_id, seq);
-        continue;  // answered by the last callback
+        continue;  // answered by the last buffer's callback
       }
       default:
         status = absl::InvalidArgumentError("empty dispatch operation");

@@ -78,3 +78,48 @@ def test_mlp_example_matches_local_jax_over_200_steps(cluster):
                             env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-4000:]
     assert "OK: 200 steps through Switchyard match local JAX" in result.stdout
+
+
+LARGE_PUTS = """
+import pathwaysutils
+pathwaysutils.initialize()
+import jax, numpy as np
+from jax.sharding import NamedSharding, Mesh, PartitionSpec as P
+big = np.arange(1 << 20, dtype=np.float32).reshape(1024, 1024)   # 4 MiB: through a file
+small = np.arange(1000, dtype=np.int32)                           # under the threshold: gRPC
+x = jax.device_put(big, jax.devices()[0])
+mesh = Mesh(np.array(jax.devices()), ("d",))
+y = jax.device_put(np.tile(big, (8, 1)), NamedSharding(mesh, P("d")))  # 4 MiB shards
+z = jax.device_put(small, jax.devices()[-1])
+assert np.array_equal(np.asarray(x), big)
+assert np.array_equal(np.asarray(y), np.tile(big, (8, 1)))
+assert np.array_equal(np.asarray(x + 1), big + 1)
+assert np.array_equal(np.asarray(z), small)
+print("LARGE PUTS OK")
+"""
+
+
+def large_put_client(cluster, directory):
+    env = {**os.environ, **cluster.env(),
+           "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY": str(directory),
+           "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_THRESHOLD_BYTES": str(1 << 20)}
+    return subprocess.run([sys.executable, "-c", LARGE_PUTS], env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_large_host_buffers_come_through_the_shared_directory(tmp_path):
+    """The client's large-transfer path: buffers above the threshold are files the proxy
+    takes (and removes); smaller ones still stream over gRPC."""
+    with switchyard.LocalCluster(workers=2, devices_per_worker=2,
+                                 large_transfer_directory=str(tmp_path)) as c:
+        result = large_put_client(c, tmp_path)
+        assert result.returncode == 0 and "LARGE PUTS OK" in result.stdout, result.stderr[-4000:]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_proxy_without_the_shared_directory_refuses_large_transfers_clearly(cluster, tmp_path):
+    result = large_put_client(cluster, tmp_path)
+    assert result.returncode != 0
+    assert "--large_transfer_directory" in result.stderr, result.stderr[-4000:]
+    # The proxy is still up for the next client.
+    assert run_client(cluster, "switchyard", "sharded").returncode == 0

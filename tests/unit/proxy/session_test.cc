@@ -278,6 +278,24 @@ TEST_F(SessionTest, AProgramCompilesAndRunsOnItsDevice) {
   }
 }
 
+TEST_F(SessionTest, ALaunchSaysWhenItsOutputsAreComputedSoReadinessIsAnsweredHere) {
+  wire::IfrtResponse compiled = Compile(kAddOne);
+  ASSERT_EQ(Code(compiled), absl::StatusCode::kOk) << Message(compiled);
+  const uint64_t executable = compiled.compile_response().loaded_executable_handle();
+  ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  ASSERT_EQ(Code(Execute(executable, {70}, 71, 81)), absl::StatusCode::kOk);
+  EXPECT_EQ(Code(Ready({71})), absl::StatusCode::kOk);
+  // The worker has said its outputs are computed: the proxy answers on the request's
+  // own thread, without asking the worker.
+  wire::IfrtRequest again;
+  again.mutable_request_metadata()->set_op_id(next_op_++);
+  again.mutable_check_value_ready_request()->add_value_handles(71);
+  std::optional<wire::IfrtResponse> now = session_->Process(again);
+  ASSERT_TRUE(now.has_value());
+  EXPECT_EQ(Code(*now), absl::StatusCode::kOk);
+  EXPECT_TRUE(now->has_check_value_ready_response());
+}
+
 TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   wire::IfrtResponse compiled = Compile("module { this is not MLIR");
   EXPECT_NE(Code(compiled), absl::StatusCode::kOk);
