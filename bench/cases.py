@@ -125,18 +125,23 @@ def latency(jax, args):
         print("SYNC DONE", flush=True)
         sys.stdin.readline()
     issue = []
-    t0 = time.perf_counter()
+    cpu0, t0 = cpu_seconds(), time.perf_counter()
     for _ in range(args.iters):
         t = time.perf_counter()
         x = f(x)
         issue.append(time.perf_counter() - t)
     x.block_until_ready()
     total = time.perf_counter() - t0
+    pipelined_cpu_us = (cpu_seconds() - cpu0) / args.iters * 1e6
+    if args.signal_sync:
+        print("PIPELINED DONE", flush=True)
+        sys.stdin.readline()
     us = lambda v: float(v) * 1e6
     return {"sync_p50_us": us(np.percentile(samples, 50)), "sync_p99_us": us(np.percentile(samples, 99)),
             "issue_p50_us": us(np.percentile(issue, 50)), "issue_p99_us": us(np.percentile(issue, 99)),
             "pipelined_per_call_us": us(total / args.iters),
-            "sync_client_cpu_us": sync_cpu_us, "sync_wall_us": sync_wall_us}
+            "sync_client_cpu_us": sync_cpu_us, "sync_wall_us": sync_wall_us,
+            "pipelined_client_cpu_us": pipelined_cpu_us}
 
 
 def bandwidth(jax, args):

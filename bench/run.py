@@ -108,10 +108,16 @@ def latency_with_cpu(cluster, iters):
     after, threads_after = cpu_of_children(cluster.pid), threads_of_children(cluster.pid)
     proc.stdin.write("go\n")
     proc.stdin.flush()
+    assert proc.stdout.readline().strip() == "PIPELINED DONE"
+    piped = cpu_of_children(cluster.pid)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
     out, _ = proc.communicate(timeout=600)
     result = json.loads(out.split("RESULT ", 1)[1])
     result["sync_server_cpu_us"] = {role: (after[role] - before.get(role, 0.0)) / iters * 1e6
                                     for role in after if role in ("proxy", "worker")}
+    result["pipelined_server_cpu_us"] = {role: (piped[role] - after.get(role, 0.0)) / iters * 1e6
+                                         for role in piped if role in ("proxy", "worker")}
     result["sync_threads"] = {
         name: {"cpu_us": (cpu - threads_before.get(name, [0.0, 0])[0]) / iters * 1e6,
                "switches": (switches - threads_before.get(name, [0.0, 0])[1]) / iters}
@@ -714,10 +720,17 @@ def render(r):
     if "sync_server_cpu_us" in lat_sy:
         cpu = lat_sy["sync_server_cpu_us"]
         total = lat_sy["sync_client_cpu_us"] + sum(cpu.values())
-        lines += ["", "Where a synchronous call's time goes (CPU per call, by process, 2 workers):\n",
-                  "| wall | client (jaxlib) | proxy | workers | all CPU |", "|---|---|---|---|---|",
-                  f"| {lat_sy['sync_wall_us']:.0f} | {lat_sy['sync_client_cpu_us']:.0f} | "
+        lines += ["", "Where a call's time goes (CPU per call, by process, 2 workers):\n",
+                  "| call | wall | client (jaxlib) | proxy | workers | all CPU |",
+                  "|---|---|---|---|---|---|",
+                  f"| synchronous | {lat_sy['sync_wall_us']:.0f} | {lat_sy['sync_client_cpu_us']:.0f} | "
                   f"{cpu.get('proxy', 0):.0f} | {cpu.get('worker', 0):.0f} | {total:.0f} |"]
+        if "pipelined_server_cpu_us" in lat_sy:
+            piped = lat_sy["pipelined_server_cpu_us"]
+            total = lat_sy["pipelined_client_cpu_us"] + sum(piped.values())
+            lines.append(f"| pipelined | {lat_sy['pipelined_per_call_us']:.0f} | "
+                         f"{lat_sy['pipelined_client_cpu_us']:.0f} | {piped.get('proxy', 0):.0f} | "
+                         f"{piped.get('worker', 0):.0f} | {total:.0f} |")
     if "sync_threads" in lat_sy:
         busy = sorted(((name, v) for name, v in lat_sy["sync_threads"].items()
                        if v["cpu_us"] >= 1 or v["switches"] >= 0.1),

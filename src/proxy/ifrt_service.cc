@@ -322,19 +322,30 @@ grpc::Status IfrtService::HostBufferLookup(
   }
   auto buffer = store->Lookup(request->handle(), absl::ZeroDuration());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
-  auto data = (*buffer)->WaitAll(absl::Now() + absl::Minutes(10),
-                                 [context] { return context->IsCancelled(); });
-  if (!data.ok()) return ToGrpcStatus(data.status());
-  const absl::string_view bytes = *data;
-  size_t offset = 0;
+  // Sent as it arrives: a fetch being streamed from a worker goes on to the client
+  // chunk by chunk.
+  const absl::Time deadline = absl::Now() + absl::Minutes(10);
+  auto cancelled = [context] { return context->IsCancelled(); };
+  const HostBuffer& host = **buffer;
+  int64_t offset = 0;
   w::GrpcHostBufferLookupResponse chunk;
-  do {  // at least one message, even for an empty buffer
-    size_t n = std::min(kLookupChunkBytes, bytes.size() - offset);
-    chunk.set_data(bytes.data() + offset, n);
+  while (true) {
+    // A buffer sized by its fill (a string array) is known whole only at the end.
+    absl::StatusOr<absl::string_view> data =
+        host.size() == 0 ? host.WaitAll(deadline, cancelled)
+                         : host.WaitFor(std::min<int64_t>(offset + kLookupChunkBytes, host.size()),
+                                        deadline, cancelled);
+    if (!data.ok()) return ToGrpcStatus(data.status());
+    const int64_t n = std::min<int64_t>(kLookupChunkBytes, data->size() - offset);
+    chunk.set_data(data->data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    client_bytes_out_ += static_cast<int64_t>(n);
+    client_bytes_out_ += n;
     offset += n;
-  } while (offset < bytes.size());
+    if (offset >= static_cast<int64_t>(data->size()) &&
+        (host.size() == 0 || offset >= host.size())) {
+      break;  // at least one message was sent, even for an empty buffer
+    }
+  }
   return grpc::Status::OK;
 }
 

@@ -236,11 +236,13 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     });
     if (status.ok()) return std::nullopt;
   } else if (request.has_copy_to_host_buffer_request()) {
+    bool answered = false;
     status = Guarded("CopyToHostBuffer", [&] {
       return CopyToHostBufferLater(request.copy_to_host_buffer_request(),
-                                   request.request_metadata().op_id());
+                                   request.request_metadata().op_id(), &answered);
     });
-    if (status.ok()) return std::nullopt;
+    if (status.ok() && !answered) return std::nullopt;
+    if (status.ok()) response.mutable_copy_to_host_buffer_response();
   } else {
     trace::Scoped span(RequestName(request), "request", id_);
     status = Guarded(RequestName(request), [&] { return Dispatch(request, &response); });

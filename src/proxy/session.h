@@ -162,8 +162,10 @@ class Session {
   absl::Status HandleReshardArrays(const wire::ReshardArraysRequest& request,
                                    wire::ReshardArraysResponse* response);
   // Answered through the sink once the shards are gathered; the session goes on with
-  // the next request meanwhile, and the host buffer is visible to lookups at once.
-  absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request, uint64_t op_id);
+  // the next request meanwhile, and the host buffer is visible to lookups at once. An
+  // array one shard holds whole is streamed instead, and answered now (`answered`).
+  absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request, uint64_t op_id,
+                                     bool* answered);
   // Answered through the sink once every worker holding the values says they are
   // computed; the session goes on with the next request meanwhile.
   // Answers later, or sets `now` to the answer when it is known at once.

@@ -654,10 +654,45 @@ absl::Status Session::HandleReshardArrays(const wire::ReshardArraysRequest& requ
   return absl::OkStatus();
 }
 
+// The shard of `array` that holds all of it in the host's dense order, when one does and
+// can be read (a single-device or replicated array fetched without strides); else null.
+static std::shared_ptr<RemoteBuffer> WholeShard(const Array& array,
+                                                const std::vector<int64_t>& strides) {
+  // Sub-byte types are unpacked on the way (InsertShard), tokens have no bytes.
+  const int bits = ElementBits(array.dtype);
+  if (array.dtype == STRING || !strides.empty() || bits == 0 || bits % 8 != 0) return nullptr;
+  absl::StatusOr<ShardLayout> layout = LayoutShards(array.sharding, array.shape);
+  if (!layout.ok()) return nullptr;
+  for (size_t i = 0; i < array.shards.size(); ++i) {
+    if (layout->holds[i] && array.shards[i] != nullptr &&
+        layout->domains[i].shape() == array.shape && array.shards[i]->Usable().ok()) {
+      return array.shards[i];
+    }
+  }
+  return nullptr;
+}
+
 absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
-                                            uint64_t op_id) {
+                                            uint64_t op_id, bool* answered) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
   std::vector<int64_t> strides = Strides(request.has_byte_strides(), request.byte_strides());
+  // The shard is held until the read is done, whatever becomes of the array.
+  if (std::shared_ptr<RemoteBuffer> shard = WholeShard(*array, strides); shard != nullptr) {
+    // Streamed: the client's lookup passes on the first bytes while the worker still
+    // sends the rest, so the two hops overlap. Answered now (the client looks the buffer
+    // up only after the answer); a failure reaches the client through its lookup.
+    SY_ASSIGN_OR_RETURN(int64_t region,
+                        HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
+                        host_buffers_->Begin(request.host_buffer_handle(), region));
+    fetches_.Run([this, shard = std::move(shard), host] {
+      host->Finish(Guarded("CopyToHostBuffer", [&] {
+        return StreamBuffer(shard->worker(), shard->id(), shard->made(), &calls_, *host);
+      }));
+    });
+    *answered = true;
+    return absl::OkStatus();
+  }
   int64_t region = HostBuffer::kSizedByFill;  // strings: as long as their contents
   if (array->dtype != STRING) {
     SY_ASSIGN_OR_RETURN(region,

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "common/grpc_status.h"
 #include "common/limits.h"
+#include "common/status_macros.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -76,9 +77,14 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
   return call->epoch;
 }
 
-absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
-                                                     const WorkerConnection::Ticket& ticket,
-                                                     CallSet* calls) {
+namespace {
+
+// Worker.GetBuffer of a buffer made by `ticket`: `begin` gets its size from the header,
+// then `take` each chunk's bytes in order; a failure of either ends the read with it.
+absl::Status ReadBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                        const WorkerConnection::Ticket& ticket, CallSet* calls,
+                        const std::function<absl::Status(int64_t)>& begin,
+                        const std::function<absl::Status(absl::string_view)>& take) {
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
@@ -98,37 +104,68 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, u
   request.set_after_seq(ticket.seq);
   auto reader = call->stub->GetBuffer(&context, request);
   GetBufferChunk chunk;
-  std::unique_ptr<HostBytes> data;
-  size_t filled = 0;
+  int64_t size = -1;
+  int64_t filled = 0;
   absl::Status bad;
   while (reader->Read(&chunk)) {
-    if (chunk.has_header() && data == nullptr) {
-      absl::StatusOr<std::unique_ptr<HostBytes>> allocated =
-          HostBytes::Allocate(chunk.header().size_bytes());
-      if (!allocated.ok()) {
-        bad = allocated.status();
-        context.TryCancel();
-        break;
-      }
-      data = *std::move(allocated);
+    if (chunk.has_header() && size < 0) {
+      size = static_cast<int64_t>(chunk.header().size_bytes());
+      bad = begin(size);
     }
-    if (data == nullptr || filled + chunk.data().size() > data->size()) {
+    if (bad.ok() && (size < 0 || filled + static_cast<int64_t>(chunk.data().size()) > size)) {
       bad = absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent buffer ",
                                              buffer_id, " with more bytes than its header says"));
+    }
+    if (bad.ok()) bad = take(chunk.data());
+    if (!bad.ok()) {
       context.TryCancel();
       break;
     }
-    std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
-    filled += chunk.data().size();
+    filled += static_cast<int64_t>(chunk.data().size());
   }
   absl::Status status = FromGrpcStatus(reader->Finish());
   if (!bad.ok()) return bad;
   if (!status.ok()) return worker->CallFailed(call->epoch, status);
-  if (data == nullptr || filled != data->size()) {
+  if (size < 0 || filled != size) {
     return absl::DataLossError(absl::StrCat("worker ", worker->address(), " sent ", filled,
                                             " bytes of buffer ", buffer_id));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                                                     const WorkerConnection::Ticket& ticket,
+                                                     CallSet* calls) {
+  std::unique_ptr<HostBytes> data;
+  size_t filled = 0;
+  SY_RETURN_IF_ERROR(ReadBuffer(
+      worker, buffer_id, ticket, calls,
+      [&](int64_t size) -> absl::Status {
+        SY_ASSIGN_OR_RETURN(data, HostBytes::Allocate(size));
+        return absl::OkStatus();
+      },
+      [&](absl::string_view bytes) {
+        std::memcpy(data->data() + filled, bytes.data(), bytes.size());
+        filled += bytes.size();
+        return absl::OkStatus();
+      }));
   return data;
+}
+
+absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                          const WorkerConnection::Ticket& ticket, CallSet* calls,
+                          HostBuffer& into) {
+  return ReadBuffer(
+      worker, buffer_id, ticket, calls,
+      [&](int64_t size) {
+        return size == into.size() ? absl::OkStatus()
+                                   : absl::DataLossError(absl::StrCat(
+                                         "worker ", worker->address(), " has buffer ", buffer_id,
+                                         " of ", size, " bytes, not ", into.size()));
+      },
+      [&](absl::string_view bytes) { return into.Append(bytes); });
 }
 
 void CancelLaunches(WorkerConnection* worker, uint64_t session) {

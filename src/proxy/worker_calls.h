@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "common/host_bytes.h"
 #include "proxy/call_set.h"
+#include "proxy/host_buffer_store.h"
 #include "proxy/worker_connection.h"
 #include "switchyard/worker.pb.h"
 
@@ -41,6 +42,11 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
 absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
                                                      const WorkerConnection::Ticket& ticket,
                                                      CallSet* calls = nullptr);
+// The same read, appended chunk by chunk to `into` (of the buffer's size) as it comes,
+// so that a reader of `into` can pass the first bytes on while the rest arrive. Does
+// not finish `into`.
+absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
+                          const WorkerConnection::Ticket& ticket, CallSet* calls, HostBuffer& into);
 
 struct Compiled {
   CompileResponse response;
