@@ -54,42 +54,47 @@ def multiclient(cluster, clients, k, seconds):
     return done
 
 
-def cpu_of_children(parent_pid):
-    """CPU seconds so far of each child of `parent_pid` (a `switchyard up`), by role."""
+def children(parent_pid):
+    """(pid, role) of each child of `parent_pid` (a `switchyard up`)."""
     out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent_pid)], capture_output=True,
                          text=True).stdout
-    tick = os.sysconf("SC_CLK_TCK")
-    cpu = {}
     for line in out.splitlines():
         pid, args = line.split(None, 1)
-        role = args.split()[1] if len(args.split()) > 1 else args
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        cpu[role] = cpu.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        yield pid, args.split()[1] if len(args.split()) > 1 else args
+
+
+def cpu_seconds_of(stat_path):
+    """User + system CPU seconds from a /proc stat file (a process's or a thread's)."""
+    fields = pathlib.Path(stat_path).read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_of_children(parent_pid):
+    """CPU seconds so far of each child of `parent_pid`, by role (threads that ended
+    included)."""
+    cpu = {}
+    for pid, role in children(parent_pid):
+        cpu[role] = cpu.get(role, 0.0) + cpu_seconds_of(f"/proc/{pid}/stat")
     return cpu
 
 
 def threads_of_children(parent_pid):
     """CPU seconds and context switches so far of each thread of the proxy and workers
     under `parent_pid`, by (role, thread name)."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent_pid)], capture_output=True,
-                         text=True).stdout
-    tick = os.sysconf("SC_CLK_TCK")
     threads = {}
-    for line in out.splitlines():
-        pid, args = line.split(None, 1)
-        role = args.split()[1] if len(args.split()) > 1 else args
+    for pid, role in children(parent_pid):
         if role not in ("proxy", "worker"):
             continue
         for task in pathlib.Path(f"/proc/{pid}/task").glob("*"):
             try:
                 name = (task / "comm").read_text().strip()
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+                cpu = cpu_seconds_of(task / "stat")
                 status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
                               if ":\t" in line)
             except OSError:  # the thread ended meanwhile
                 continue
             row = threads.setdefault(f"{role} {name}", [0.0, 0])
-            row[0] += (int(fields[11]) + int(fields[12])) / tick
+            row[0] += cpu
             row[1] += int(status["voluntary_ctxt_switches"]) + int(status["nonvoluntary_ctxt_switches"])
     return threads
 

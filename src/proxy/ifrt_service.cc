@@ -10,6 +10,7 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "proxy/ifrt_convert.h"
@@ -258,12 +259,26 @@ grpc::Status IfrtService::IfrtSession(
   return grpc::Status::OK;
 }
 
-std::shared_ptr<proxy::HostBufferStore> IfrtService::FindStore(const grpc::ServerContext& context,
-                                                               uint64_t session_id) const {
+absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindStore(
+    const grpc::ServerContext& context, uint64_t session_id) const {
   absl::MutexLock lock(&mutex_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.peer_host != PeerHost(context.peer())) return nullptr;
+  if (it == sessions_.end() || it->second.peer_host != PeerHost(context.peer())) {
+    return absl::NotFoundError(absl::StrCat("Session id ", session_id, " does not exist"));
+  }
   return it->second.store;
+}
+
+absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindUploadStore(
+    const grpc::ServerContext& context, const w::GrpcHostBufferStoreMetadata& metadata) const {
+  SY_ASSIGN_OR_RETURN(auto store, FindStore(context, metadata.session_id()));
+  if (metadata.buffer_size() < 0) return absl::InvalidArgumentError("negative buffer_size");
+  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  if (metadata.buffer_size() > memory) {
+    return absl::ResourceExhaustedError(absl::StrCat("host buffer of ", metadata.buffer_size(),
+                                                     " bytes; this machine has ", memory));
+  }
+  return store;
 }
 
 int64_t IfrtService::sessions() const {
@@ -278,22 +293,12 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   absl::Status status = ReadMetadata(*context, kStoreMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
   RecordWire("host_buffer_metadata", metadata);
-  auto store = FindStore(*context, metadata.session_id());
-  if (store == nullptr) {
-    return ToGrpcStatus(
-        absl::NotFoundError(absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
-  }
-  if (metadata.buffer_size() < 0) {
-    return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
-  }
-  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  if (metadata.buffer_size() > memory) {
-    return ToGrpcStatus(absl::ResourceExhaustedError(absl::StrCat(
-        "host buffer of ", metadata.buffer_size(), " bytes; this machine has ", memory)));
-  }
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
+      FindUploadStore(*context, metadata);
+  if (!store.ok()) return ToGrpcStatus(store.status());
   // Visible to the session at once: an array made from it goes on to its worker while
   // the rest arrives.
-  auto buffer = store->Begin(metadata.handle(), metadata.buffer_size());
+  auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   absl::Status received;
   w::GrpcHostBufferStoreRequest chunk;
@@ -304,7 +309,7 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   (*buffer)->Finish(received);
   absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
   if (!complete.ok()) {
-    (void)store->Delete(metadata.handle());
+    (void)(*store)->Delete(metadata.handle());
     return ToGrpcStatus(
         absl::Status(complete.code(),
                      absl::StrCat("host buffer ", metadata.handle(), ": ", complete.message())));
@@ -315,12 +320,10 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
 grpc::Status IfrtService::HostBufferLookup(
     grpc::ServerContext* context, const w::GrpcHostBufferLookupRequest* request,
     grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
-  auto store = FindStore(*context, request->session_id());
-  if (store == nullptr) {
-    return ToGrpcStatus(
-        absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));
-  }
-  auto buffer = store->Lookup(request->handle(), absl::ZeroDuration());
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
+      FindStore(*context, request->session_id());
+  if (!store.ok()) return ToGrpcStatus(store.status());
+  auto buffer = (*store)->Lookup(request->handle(), absl::ZeroDuration());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   // Sent as it arrives: a fetch being streamed from a worker goes on to the client
   // chunk by chunk.
@@ -328,36 +331,31 @@ grpc::Status IfrtService::HostBufferLookup(
   auto cancelled = [context] { return context->IsCancelled(); };
   const HostBuffer& host = **buffer;
   int64_t offset = 0;
+  int64_t arrived = 0;
   w::GrpcHostBufferLookupResponse chunk;
-  while (true) {
+  do {  // at least one message, even for an empty buffer
     // A buffer sized by its fill (a string array) is known whole only at the end.
     absl::StatusOr<absl::string_view> data =
         host.size() == 0 ? host.WaitAll(deadline, cancelled)
-                         : host.WaitFor(std::min<int64_t>(offset + kLookupChunkBytes, host.size()),
-                                        deadline, cancelled);
+                         : host.WaitFor(offset + kLookupChunkBytes, deadline, cancelled);
     if (!data.ok()) return ToGrpcStatus(data.status());
-    const int64_t n = std::min<int64_t>(kLookupChunkBytes, data->size() - offset);
+    arrived = static_cast<int64_t>(data->size());
+    const int64_t n = std::min<int64_t>(kLookupChunkBytes, arrived - offset);
     chunk.set_data(data->data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     client_bytes_out_ += n;
     offset += n;
-    if (offset >= static_cast<int64_t>(data->size()) &&
-        (host.size() == 0 || offset >= host.size())) {
-      break;  // at least one message was sent, even for an empty buffer
-    }
-  }
+  } while (offset < arrived || offset < host.size());
   return grpc::Status::OK;
 }
 
 grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
                                            const w::GrpcHostBufferDeleteRequest* request,
                                            w::GrpcHostBufferDeleteResponse* response) {
-  auto store = FindStore(*context, request->session_id());
-  if (store == nullptr) {
-    return ToGrpcStatus(
-        absl::NotFoundError(absl::StrCat("Session id ", request->session_id(), " does not exist")));
-  }
-  return ToGrpcStatus(store->Delete(request->handle()));
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
+      FindStore(*context, request->session_id());
+  if (!store.ok()) return ToGrpcStatus(store.status());
+  return ToGrpcStatus((*store)->Delete(request->handle()));
 }
 
 grpc::Status IfrtService::HostBufferReadFromDisk(
@@ -369,23 +367,18 @@ grpc::Status IfrtService::HostBufferReadFromDisk(
         "unset IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_DIRECTORY on the client"));
   }
   const w::GrpcHostBufferStoreMetadata& metadata = request->metadata();
-  auto store = FindStore(*context, metadata.session_id());
-  if (store == nullptr) {
-    return ToGrpcStatus(
-        absl::NotFoundError(absl::StrCat("Session id ", metadata.session_id(), " does not exist")));
-  }
-  if (metadata.buffer_size() < 0) {
-    return ToGrpcStatus(absl::InvalidArgumentError("negative buffer_size"));
-  }
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
+      FindUploadStore(*context, metadata);
+  if (!store.ok()) return ToGrpcStatus(store.status());
   // Checked before anything is allocated for it.
   const std::string path = LargeTransferPath(options_.large_transfer_directory, metadata.handle());
   absl::StatusOr<LargeTransferFile> file = LargeTransferFile::Open(path, metadata.buffer_size());
   if (!file.ok()) return ToGrpcStatus(file.status());
-  auto buffer = store->Begin(metadata.handle(), metadata.buffer_size());
+  auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   absl::Status read = file->ReadInto(**buffer);
   if (!read.ok()) {
-    (void)store->Delete(metadata.handle());
+    (void)(*store)->Delete(metadata.handle());
     return ToGrpcStatus(absl::Status(
         read.code(), absl::StrCat("host buffer ", metadata.handle(), ": ", read.message())));
   }

@@ -111,9 +111,14 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   // Host-buffer RPCs carry nothing but the session id (a random 64-bit secret of the
   // client's, never logged), and jaxlib's client sends them on a channel of their own,
   // so the connection cannot be matched; the host can, and a leaked id is no use
-  // elsewhere.
-  std::shared_ptr<proxy::HostBufferStore> FindStore(const grpc::ServerContext& context,
-                                                    uint64_t session_id) const
+  // elsewhere. NOT_FOUND otherwise.
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> FindStore(
+      const grpc::ServerContext& context, uint64_t session_id) const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The store an upload described by `metadata` goes to, once its size is one this
+  // machine could hold.
+  absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> FindUploadStore(
+      const grpc::ServerContext& context,
+      const ::xla::ifrt::proxy::GrpcHostBufferStoreMetadata& metadata) const
       ABSL_LOCKS_EXCLUDED(mutex_);
 
   struct OpenSession {

@@ -179,7 +179,8 @@ class WorkerConnection {
 
   // Held while an operation gets its sequence number and joins the stream's queue, so
   // operations go out in that order. Never held across a write (the stream's writer
-  // thread writes), never taken by readers nor to end an epoch.
+  // thread writes, or a sender that claimed the writing, after letting go of it), never
+  // taken by readers nor to end an epoch.
   absl::Mutex write_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   uint64_t next_seq_ ABSL_GUARDED_BY(write_mutex_) = 1;
   uint64_t stream_epoch_ ABSL_GUARDED_BY(write_mutex_) = 0;  // the epoch `stream_` serves
