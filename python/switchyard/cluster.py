@@ -74,7 +74,9 @@ def find_child(parent: int, role: str, slice_index: int | None = None) -> int:
 class LocalCluster:
     """`with LocalCluster(workers=2, devices_per_worker=4) as c:` a running fleet.
 
-    Ports are picked free unless given. `c.target` is what JAX connects to
+    Every process serves on a Unix socket in a directory only this user can enter (no
+    other user of the host gets in), unless `rm_port` / `proxy_port` put the RM or the
+    proxy on TCP (0: a free port). `c.target` is what JAX connects to
     (`JAX_BACKEND_TARGET`), `c.env()` the environment a client process needs,
     `c.rm_address` the resource manager, and `c.status()` the fleet as
     `switchyard status --json` prints it. `gcs_scratch_location` gives the workers a
@@ -93,10 +95,10 @@ class LocalCluster:
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
-        self.rm_port = rm_port or free_port()
-        self.rm_address = f"127.0.0.1:{self.rm_port}"
-        self.proxy_port = proxy_port or free_port()
-        self.target = f"grpc://127.0.0.1:{self.proxy_port}"
+        self.rm_port = free_port() if rm_port == 0 else rm_port
+        self.proxy_port = free_port() if proxy_port == 0 else proxy_port
+        self.rm_address = ""  # known once started: `up` makes the sockets' directory
+        self.target = ""
         self._timeout = startup_timeout_s
         self.gcs_scratch_location = gcs_scratch_location
         self.virtual_slices = virtual_slices
@@ -114,10 +116,13 @@ class LocalCluster:
     def start(self) -> None:
         cmd = [find_binary(), "up", f"--workers={self.workers}",
                f"--devices_per_worker={self.devices_per_worker}",
-               f"--hosts_per_slice={self.hosts_per_slice}", f"--rm_port={self.rm_port}", f"--proxy_port={self.proxy_port}",
-               "--worker_port=0", f"--pjrt_plugin={find_plugin()}",
+               f"--hosts_per_slice={self.hosts_per_slice}", f"--pjrt_plugin={find_plugin()}",
                f"--python={find_python()}",
                f"--startup_timeout_s={int(self._timeout)}"]
+        if self.rm_port:
+            cmd.append(f"--rm_port={self.rm_port}")
+        if self.proxy_port:
+            cmd.append(f"--proxy_port={self.proxy_port}")
         if self.gcs_scratch_location:
             cmd.append(f"--gcs_scratch_location={self.gcs_scratch_location}")
         if self.virtual_slices:
@@ -131,6 +136,11 @@ class LocalCluster:
         if "local cluster ready" not in line or time.monotonic() > deadline:
             self.stop()
             raise RuntimeError(f"switchyard up did not start (said {line!r})")
+        # "... ready: resource manager ADDRESS, ...", then "  JAX_PLATFORMS=proxy
+        # JAX_BACKEND_TARGET=TARGET ..."
+        self.rm_address = line.split("resource manager ", 1)[1].split(",", 1)[0]
+        usage = self._process.stdout.readline()
+        self.target = usage.split("JAX_BACKEND_TARGET=", 1)[1].split()[0]
 
     @property
     def pid(self) -> int:

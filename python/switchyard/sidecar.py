@@ -22,7 +22,6 @@ import socket
 import struct
 import sys
 import threading
-import time
 import traceback
 
 from switchyard import common_pb2, sidecar_pb2
@@ -88,7 +87,7 @@ class World:
   dropped once the topology is known.
   """
 
-  def __init__(self, hosts: list[list[int]], host: int):
+  def __init__(self, hosts: list[list[int]], host: int, directory: str = ""):
     flags = os.environ.get("XLA_FLAGS", "")
     os.environ["XLA_FLAGS"] = re.sub(r"--xla_force_host_platform_device_count=\S*", "", flags)
     os.environ["JAX_PLATFORMS"] = "cpu"
@@ -100,9 +99,13 @@ class World:
     jax.config.update("jax_num_cpu_devices", len(hosts[host]))
     self._keep = []
     if len(hosts) > 1:
-      with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        address = f"127.0.0.1:{probe.getsockname()[1]}"
+      if directory:
+        # In the sidecar's private directory: no other process of the host reaches it.
+        address = f"unix:{directory}/coordinator.sock"
+      else:
+        with socket.socket() as probe:
+          probe.bind(("127.0.0.1", 0))
+          address = f"127.0.0.1:{probe.getsockname()[1]}"
       service = _jax.get_distributed_runtime_service(address, len(hosts))
       clients = [_jax.get_distributed_runtime_client(address, i, init_timeout=60)
                  for i in range(len(hosts))]
@@ -272,16 +275,21 @@ class Runner:
     return reply
 
 
-def _die_with_parent():
+def _die_with_parent(channel_fd: int):
   """A sidecar busy in a function must not outlive a worker that dies: a thread watches
-  for the parent to change (prctl's death signal follows the spawning thread, which a
-  gRPC pool may retire, so it is not used)."""
-  parent = os.getppid()
+  the protocol socket for the worker's end to close (prctl's death signal follows the
+  spawning thread, which a gRPC pool may retire; and in its own PID namespace a sandboxed
+  sidecar's parent is outside, so getppid() says nothing)."""
+  import select
+
+  poller = select.poll()
+  poller.register(channel_fd, select.POLLRDHUP)
 
   def watch():
-    while os.getppid() == parent:
-      time.sleep(1)
-    os._exit(1)
+    while True:
+      for _, events in poller.poll():
+        if events & (select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL):
+          os._exit(1)
 
   threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
@@ -296,8 +304,10 @@ def _versions(reply):
 def main(argv=None) -> int:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--label", default="")
-  parser.parse_args(argv)
-  _die_with_parent()
+  parser.add_argument("--directory", default="",
+                      help="this sidecar's private directory (its arrays, its coordinator)")
+  args = parser.parse_args(argv)
+  _die_with_parent(0)
   # The protocol keeps the original stdout; everything printed goes to stderr.
   channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
   channel_out = os.fdopen(os.dup(1), "wb")
@@ -315,7 +325,7 @@ def main(argv=None) -> int:
         if world is not None:
           raise RuntimeError("already started")
         hosts = [list(h.device_ids) for h in request.start.hosts]
-        world = World(hosts, request.start.host)
+        world = World(hosts, request.start.host, args.directory)
         runner = Runner(world)
         _versions(reply)
       elif runner is None:

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -11,10 +12,13 @@
 
 ABSL_DECLARE_FLAG(int, server_port);
 ABSL_DECLARE_FLAG(std::string, listen_host);
+ABSL_DECLARE_FLAG(std::string, unix_socket);
 ABSL_DECLARE_FLAG(std::string, resource_manager_address);
 ABSL_DECLARE_FLAG(std::string, pjrt_plugin);
 ABSL_DECLARE_FLAG(std::string, python);
 ABSL_DECLARE_FLAG(std::string, sidecar_shm_directory);
+ABSL_DECLARE_FLAG(bool, sidecar_sandbox);
+ABSL_DECLARE_FLAG(std::vector<std::string>, sidecar_writable_paths);
 ABSL_DECLARE_FLAG(int, metrics_port);
 ABSL_DECLARE_FLAG(std::string, gcs_scratch_location);
 ABSL_DECLARE_FLAG(std::string, storage_mount_root);

@@ -14,27 +14,42 @@
 #include "cli/flags.h"
 #include "common/grpc_server.h"
 #include "common/logging.h"
+#include "worker/worker.h"
 
 ABSL_FLAG(int, server_port, -1,
           "Port to serve on (proxy: 29000, rm: 29001, worker: 29005; 0 picks a free one)");
 ABSL_FLAG(std::string, listen_host, "127.0.0.1",
           "Address to listen on. Without --tls_* flags, whoever reaches the rm and worker "
           "ports can run programs on the hosts.");
+ABSL_FLAG(std::string, unix_socket, "",
+          "rm, proxy, worker: serve on this Unix-domain socket instead of TCP (--listen_host, "
+          "--server_port). Only this user and root may connect: the directory must not be "
+          "writable by others. Dial it as unix:<path> (JAX_BACKEND_TARGET=grpc://unix:<path>)");
 ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
-          "host:port of the resource manager");
+          "host:port of the resource manager, or unix:<path>");
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics on http://<listen_host>:<port>/metrics (0: a free port; "
           "-1: off)");
 ABSL_FLAG(std::string, pjrt_plugin, "",
           "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
 ABSL_FLAG(std::string, python, "",
-          "A Python executable with jaxlib (the clients' newest): workers register its "
-          "custom-call kernels, e.g. LAPACK for jnp.linalg (default: $SWITCHYARD_WORKER_PYTHON; "
-          "none: programs that call them fail). It also runs the colocated Python sidecars, "
-          "so it needs jax, cloudpickle and switchyard for those");
+          "worker: a Python with jaxlib (the clients' newest): workers register its custom-call "
+          "kernels (LAPACK for jnp.linalg, ...) and run colocated Python sidecars on it (those "
+          "also need jax, cloudpickle and switchyard). Unset: $SWITCHYARD_WORKER_PYTHON, else "
+          "python3 next to the switchyard binary, the venv it was built with, python3 on PATH: "
+          "the first with jaxlib, said at start-up. 'none': both off");
 ABSL_FLAG(std::string, sidecar_shm_directory, "/dev/shm",
           "Where workers and their colocated Python sidecars pass arrays: a memory-backed "
           "directory (in Kubernetes an emptyDir with medium Memory shared by both containers)");
+ABSL_FLAG(bool, sidecar_sandbox, true,
+          "worker: run colocated Python sidecars in a sandbox (their own user, mount and PID "
+          "namespaces): the fleet's key, sockets and compilation cache hidden, the file system "
+          "read-only but for --sidecar_writable_paths, --storage_mount_root and the sidecar's "
+          "own directory. Where the host cannot make one, colocated Python is off (said at "
+          "start-up). false: sidecars run unconfined, with the worker's access");
+ABSL_FLAG(std::vector<std::string>, sidecar_writable_paths, {},
+          "worker: directories colocated Python may write (e.g. where it writes checkpoints), "
+          "comma-separated; --storage_mount_root is always one");
 
 ABSL_FLAG(std::string, gcs_scratch_location, "",
           "Shared storage for compiled programs (the persistent compilation cache): a "
@@ -90,6 +105,11 @@ std::vector<char*> NormalizeFlagNames(int argc, char** argv, std::vector<std::st
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  // A channel to a Unix socket whose server restarted reconnects only when something
+  // polls it, and between calls only gRPC's backup poller does: every 5 s by default,
+  // so a proxy would take seconds to see a restarted worker again (TCP: ~0.1 s). Read
+  // once, when gRPC starts; a value set outside wins.
+  setenv("GRPC_CLIENT_CHANNEL_BACKUP_POLL_INTERVAL_MS", "100", /*overwrite=*/0);
   // Debian's abseil checks every lock for cycles (about 1% of a busy proxy's CPU):
   // sanitizer builds (the ones CI's end-to-end runs use) abort on a lock-order cycle;
   // release builds rely on them and on the thread-safety annotations.
@@ -98,6 +118,11 @@ int main(int argc, char** argv) {
 #else
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 #endif
+  // Not a user's command: the first process of a colocated Python sidecar's sandbox
+  // (its arguments are the sidecar's, not ours to parse).
+  if (argc > 2 && std::strcmp(argv[1], switchyard::worker::kSidecarInitCommand) == 0) {
+    return switchyard::worker::RunSidecarInit(argc - 2, argv + 2);
+  }
   if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "help") == 0) {
     std::fprintf(argc < 2 ? stderr : stdout, "%s\n", kUsage);
     return argc < 2 ? 2 : 0;

@@ -48,6 +48,7 @@ int RunProxy() {
   BlockTerminationSignals();  // before any thread starts
   proxy::ProxyOptions options;
   options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29000 : port;

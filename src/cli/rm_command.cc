@@ -41,6 +41,7 @@ int RunResourceManager() {
   BlockTerminationSignals();  // before any thread starts
   rm::RmOptions options = rm::DefaultRmOptions();
   options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   int port = absl::GetFlag(FLAGS_server_port);
   options.port = port < 0 ? 29001 : port;

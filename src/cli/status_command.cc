@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -21,6 +22,15 @@ std::string DeviceIds(const HostStatus& host) {
   return absl::StrJoin(ids, ",");
 }
 
+// "45s", "12m", "3h", "2d".
+std::string Age(int64_t ms) {
+  const int64_t s = ms / 1000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 2 * 3600) return absl::StrCat(s / 60, "m");
+  if (s < 2 * 86400) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
 void PrintTable(const Fleet& fleet) {
   int hosts = 0, devices = 0, healthy_hosts = 0;
   for (const SliceStatus& slice : fleet.slices()) {
@@ -32,8 +42,15 @@ void PrintTable(const Fleet& fleet) {
   }
   std::printf("%d slices, %d hosts (%d healthy), %d devices\n", fleet.slices_size(), hosts,
               healthy_hosts, devices);
-  std::printf("%-6s %-5s %-22s %-10s %-8s %-30s %s\n", "SLICE", "HOST", "ADDRESS", "HEALTH", "PID",
-              "PLUGIN", "DEVICES");
+  // Unix-socket addresses are long: the column fits the longest.
+  int address_width = 22;
+  for (const SliceStatus& slice : fleet.slices()) {
+    for (const HostStatus& host : slice.hosts()) {
+      address_width = std::max(address_width, static_cast<int>(host.address().size()));
+    }
+  }
+  std::printf("%-6s %-5s %-*s %-10s %-8s %-14s %-30s %s\n", "SLICE", "HOST", address_width,
+              "ADDRESS", "HEALTH", "PID", "RESTARTS", "PLUGIN", "DEVICES");
   for (const SliceStatus& slice : fleet.slices()) {
     for (const HostStatus& host : slice.hosts()) {
       const PluginInfo& plugin = host.plugin();
@@ -43,9 +60,15 @@ void PrintTable(const Fleet& fleet) {
       std::string health = host.healthy()
                                ? "healthy"
                                : absl::StrCat("DOWN ", host.last_heartbeat_age_ms() / 1000, "s");
-      std::printf("%-6d %-5d %-22s %-10s %-8lld %-30s %s\n", slice.slice_index(), host.host_index(),
-                  host.address().c_str(), health.c_str(), static_cast<long long>(host.pid()),
-                  plugin_text.c_str(), DeviceIds(host).c_str());
+      // How often, and how lately: a host restarted within a heartbeat never shows DOWN.
+      const std::string restarts =
+          host.restarts() == 0
+              ? "0"
+              : absl::StrCat(host.restarts(), " (", Age(host.last_restart_age_ms()), " ago)");
+      std::printf("%-6d %-5d %-*s %-10s %-8lld %-14s %-30s %s\n", slice.slice_index(),
+                  host.host_index(), address_width, host.address().c_str(), health.c_str(),
+                  static_cast<long long>(host.pid()), restarts.c_str(), plugin_text.c_str(),
+                  DeviceIds(host).c_str());
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,7 +19,9 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/commands.h"
@@ -30,9 +33,19 @@
 ABSL_FLAG(int, workers, 2, "up: number of workers");
 ABSL_FLAG(int, devices_per_worker, 4, "up: CPU devices per worker");
 ABSL_FLAG(int, hosts_per_slice, 1, "up: workers per slice (worker i is host i % n of slice i / n)");
-ABSL_FLAG(int, rm_port, 29001, "up: resource manager port");
-ABSL_FLAG(int, proxy_port, 29000, "up: proxy port (the JAX client's JAX_BACKEND_TARGET)");
-ABSL_FLAG(int, worker_port, 29005, "up: port of the first worker (+1 each); 0 picks free ports");
+// By default every process of `up` serves on a Unix socket in a directory only this user
+// can enter: no other user of the host reaches any of them. A port puts that process on
+// TCP (at --listen_host) instead.
+ABSL_FLAG(int, rm_port, -1,
+          "up: serve the resource manager on TCP at --listen_host:PORT (-1: a private Unix "
+          "socket)");
+ABSL_FLAG(int, proxy_port, -1,
+          "up: serve JAX clients on TCP at --listen_host:PORT (-1: a private Unix socket, "
+          "JAX_BACKEND_TARGET=grpc://unix:PATH); where others can reach the port, add "
+          "--tokens_file");
+ABSL_FLAG(int, worker_port, -1,
+          "up: serve the workers on TCP from --listen_host:PORT, +1 each (0: free ports; -1: "
+          "private Unix sockets)");
 ABSL_FLAG(int, startup_timeout_s, 120, "up: how long to wait for the cluster to come up");
 ABSL_DECLARE_FLAG(int, num_elastic_slices);
 ABSL_DECLARE_FLAG(std::string, tokens_file);
@@ -48,9 +61,10 @@ ABSL_DECLARE_FLAG(absl::Duration, lease_max_hold);
 namespace switchyard::cli {
 namespace {
 
-struct Child {
-  std::string name;
-  pid_t pid = 0;
+// Where one process serves: the flags that say so, and the address others dial.
+struct Endpoint {
+  std::vector<std::string> flags;  // two
+  std::string address;
 };
 
 sigset_t HandledSignals() {
@@ -226,10 +240,10 @@ bool WaitForFleet(Cluster* cluster, const std::string& rm_address, int workers,
   return false;
 }
 
-// Waits until something accepts connections on host:port, or `name` exits.
-bool WaitForPort(Cluster* cluster, const std::string& name, const std::string& host, int port,
-                 absl::Time deadline) {
-  auto channel = CreateChannel(absl::StrCat(host, ":", port), Audience::kClients);
+// Waits until something accepts connections at `address`, or `name` exits.
+bool WaitForServer(Cluster* cluster, const std::string& name, const std::string& address,
+                   absl::Time deadline) {
+  auto channel = CreateChannel(address, Audience::kClients);
   while (absl::Now() < deadline) {
     cluster->Reap();
     if (!cluster->Running(name)) return false;
@@ -266,27 +280,50 @@ int RunUp(const char* argv0) {
                   << "'): pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
     return 2;
   }
-  std::string python = absl::GetFlag(FLAGS_python);
-  if (const char* env = std::getenv("SWITCHYARD_WORKER_PYTHON"); python.empty() && env)
-    python = env;
+  // Empty: each worker finds one (and says which).
+  const std::string python = absl::GetFlag(FLAGS_python);
   const std::string host = absl::GetFlag(FLAGS_listen_host);
   const int rm_port = absl::GetFlag(FLAGS_rm_port);
+  const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
   const int worker_port = absl::GetFlag(FLAGS_worker_port);
-  const std::string rm_address = absl::StrCat(host, ":", rm_port);
+  if (rm_port == 0 || proxy_port == 0) {
+    // The others must be told where these are before they start.
+    SY_LOG(Error) << "--rm_port and --proxy_port need a port number (or -1: a Unix socket)";
+    return 2;
+  }
   // /proc/self/exe survives a relative argv[0] and a changed working directory.
   char self[4096] = {};
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::string self_path = n > 0 ? std::string(self, n) : std::string(argv0);
 
-  // The RM keeps device ids in a state file, so one restarted under a running session
-  // gives every device the id the client holds.
-  char state_dir_template[] = "/tmp/switchyard-up-XXXXXX";
-  const char* state_dir = mkdtemp(state_dir_template);
-  if (state_dir == nullptr) {
-    SY_LOG(Error) << "cannot create a directory for the RM state: " << std::strerror(errno);
-    return 1;
+  // The cluster's own directory (0700): the RM's state file, which keeps device ids so
+  // that an RM restarted under a running session gives every device the id the client
+  // holds, and the Unix sockets.
+  // Lower case: jaxlib lower-cases JAX_BACKEND_TARGET, socket path included.
+  std::string state_dir;
+  absl::BitGen random;
+  for (int attempt = 0; state_dir.empty(); ++attempt) {
+    std::string candidate = absl::StrCat(
+        "/tmp/switchyard-up-", absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
+    if (mkdir(candidate.c_str(), 0700) == 0) {
+      state_dir = std::move(candidate);
+    } else if (errno != EEXIST || attempt > 100) {
+      SY_LOG(Error) << "cannot create the cluster's directory: " << std::strerror(errno);
+      return 1;
+    }
   }
   const std::string state_file = absl::StrCat(state_dir, "/rm-state");
+  // The flags that put a process on a Unix socket or on TCP, and the address to dial.
+  auto endpoint = [&](bool tcp, const std::string& socket_name, int port) {
+    return tcp ? Endpoint{{absl::StrCat("--server_port=", port),
+                           absl::StrCat("--listen_host=", host)},
+                          absl::StrCat(host, ":", port)}
+               : Endpoint{{absl::StrCat("--unix_socket=", state_dir, "/", socket_name),
+                           absl::StrCat("--listen_host=", host)},
+                          absl::StrCat(kUnixScheme, state_dir, "/", socket_name)};
+  };
+  const Endpoint rm = endpoint(rm_port >= 0, "rm.sock", rm_port);
+  const std::string& rm_address = rm.address;
   absl::Cleanup remove_state = [&] {
     std::error_code ignored;  // with the state, any temporary a killed RM left
     std::filesystem::remove_all(state_dir, ignored);
@@ -321,8 +358,8 @@ int RunUp(const char* argv0) {
   Cluster cluster(self_path);
   cluster.Start(
       "rm",
-      with_shared({"rm", absl::StrCat("--server_port=", rm_port), metrics_flag(1),
-                   absl::StrCat("--listen_host=", host), absl::StrCat("--state_file=", state_file),
+      with_shared({"rm", rm.flags[0], rm.flags[1], metrics_flag(1),
+                   absl::StrCat("--state_file=", state_file),
                    absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
                    absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
                    absl::StrCat("--lease_max_hold=",
@@ -331,17 +368,20 @@ int RunUp(const char* argv0) {
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
   for (int i = 0; i < workers; ++i) {
-    int port = worker_port == 0 ? 0 : worker_port + i;
+    const Endpoint worker = endpoint(worker_port >= 0, absl::StrCat("worker-", i, ".sock"),
+                                     worker_port == 0 ? 0 : worker_port + i);
     const std::string name = absl::StrCat("worker ", i);
     cluster.Start(
         name,
         with_shared(
             {"worker", absl::StrCat("--resource_manager_address=", rm_address), metrics_flag(2 + i),
-             absl::StrCat("--server_port=", port), absl::StrCat("--listen_host=", host),
-             absl::StrCat("--slice_index=", i / hosts_per_slice),
+             worker.flags[0], worker.flags[1], absl::StrCat("--slice_index=", i / hosts_per_slice),
              absl::StrCat("--host_index=", i % hosts_per_slice),
              absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
              absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
+             absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
+             absl::StrCat("--sidecar_writable_paths=",
+                          absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
              absl::StrCat("--cpu_device_count=", devices)}));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
@@ -349,11 +389,10 @@ int RunUp(const char* argv0) {
       return 1;
     }
   }
-  const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
+  const Endpoint proxy = endpoint(proxy_port >= 0, "proxy.sock", proxy_port);
   cluster.Start(
       "proxy",
-      with_shared({"proxy", absl::StrCat("--server_port=", proxy_port), metrics_flag(0),
-                   absl::StrCat("--listen_host=", host),
+      with_shared({"proxy", proxy.flags[0], proxy.flags[1], metrics_flag(0),
                    absl::StrCat("--resource_manager_address=", rm_address),
                    absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
                    absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
@@ -365,7 +404,7 @@ int RunUp(const char* argv0) {
                                 absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
                    absl::StrCat("--large_transfer_directory=",
                                 absl::GetFlag(FLAGS_large_transfer_directory))}));
-  if (!WaitForPort(&cluster, "proxy", host, proxy_port, deadline)) {
+  if (!WaitForServer(&cluster, "proxy", proxy.address, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));
     return 1;
@@ -373,11 +412,11 @@ int RunUp(const char* argv0) {
   std::printf(
       "switchyard: local cluster ready: resource manager %s, %d workers (%d slices), %d devices "
       "each\n"
-      "  JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://%s:%d "
+      "  JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://%s "
       "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS=true python your_program.py\n"
       "  switchyard status --resource_manager_address=%s\n",
       rm_address.c_str(), workers, (workers + hosts_per_slice - 1) / hosts_per_slice, devices,
-      host.c_str(), proxy_port, rm_address.c_str());
+      proxy.address.c_str(), rm_address.c_str());
   std::fflush(stdout);
 
   // From here on a child that dies is restarted; `up` itself stops only on a signal.

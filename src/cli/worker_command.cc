@@ -38,6 +38,7 @@ int RunWorker() {
   BlockTerminationSignals();  // before any thread starts
 
   options.listen_host = absl::GetFlag(FLAGS_listen_host);
+  options.unix_socket = absl::GetFlag(FLAGS_unix_socket);
   options.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
   int port = absl::GetFlag(FLAGS_server_port);
@@ -52,10 +53,7 @@ int RunWorker() {
     }
     options.pjrt_plugin = env;
   }
-  options.python = absl::GetFlag(FLAGS_python);
-  if (const char* env = std::getenv("SWITCHYARD_WORKER_PYTHON"); options.python.empty() && env) {
-    options.python = env;
-  }
+  options.python = absl::GetFlag(FLAGS_python);  // empty: the worker looks for one
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.kv_epoch = absl::GetFlag(FLAGS_kv_epoch);
@@ -69,6 +67,11 @@ int RunWorker() {
   options.compilation_cache_max_bytes = absl::GetFlag(FLAGS_compilation_cache_max_bytes);
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
   options.sidecar_shm_directory = absl::GetFlag(FLAGS_sidecar_shm_directory);
+  options.sidecar_sandbox = absl::GetFlag(FLAGS_sidecar_sandbox);
+  options.sidecar_writable_paths = absl::GetFlag(FLAGS_sidecar_writable_paths);
+  if (const std::string key = absl::GetFlag(FLAGS_tls_key_file); !key.empty()) {
+    options.sidecar_hidden_paths.push_back(key);  // the fleet's identity
+  }
 
   auto server = worker::WorkerServer::Start(options);
   if (!server.ok()) {

@@ -1,11 +1,14 @@
 #include "common/grpc_server.h"
 
+#include <cstring>
+
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/files.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -104,9 +107,21 @@ InProcessName::~InProcessName() {
   in_process.servers.erase(address_);
 }
 
-std::string PeerHost(absl::string_view peer) {
+void StartedServer::Shutdown(std::chrono::system_clock::time_point deadline) {
+  if (unix_listener != nullptr) unix_listener->Stop();
+  if (server != nullptr) server->Shutdown(deadline);
+}
+
+std::string ServeHost(const std::string& listen_host, const std::string& unix_socket) {
+  return unix_socket.empty() ? listen_host : absl::StrCat(kUnixScheme, unix_socket);
+}
+
+std::string PeerIdentity(absl::string_view peer) {
+  if (std::optional<PeerCredentials> unix_peer = UnixPeer(peer); unix_peer.has_value()) {
+    return absl::StrCat("unix pid ", unix_peer->pid);
+  }
   if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) {
-    return std::string(peer);  // unix:, inproc: name no port
+    return std::string(peer);  // inproc: names no port
   }
   const size_t colon = peer.rfind(':');
   return std::string(colon <= 4 ? peer : peer.substr(0, colon));
@@ -138,8 +153,9 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
   grpc::ServerBuilder builder;
   StartedServer started;
   const bool in_process = host == kInProcessHost;
+  const bool unix_socket = absl::StartsWith(host, kUnixScheme);
   std::string address = absl::StrCat(host, ":", port);
-  if (!in_process) {
+  if (!in_process && !unix_socket) {
     builder.AddListeningPort(address, ServerCredentials(audience), &started.port);
   }
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -165,11 +181,30 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
     started.name = InProcessName(started.address);
     return started;
   }
+  if (unix_socket) {
+    if (started.server == nullptr) return absl::InternalError("cannot start a gRPC server");
+    const std::string path = host.substr(std::strlen(kUnixScheme));
+    absl::StatusOr<std::unique_ptr<UnixListener>> listener =
+        UnixListener::Start(path, started.server.get());
+    if (!listener.ok()) {
+      started.server->Shutdown();
+      return listener.status();
+    }
+    started.unix_listener = *std::move(listener);
+    started.address = host;
+    return started;
+  }
   if (started.server == nullptr || started.port == 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot listen on ", address, " (is the port in use?)"));
   }
   started.address = absl::StrCat(host, ":", started.port);
+  if (audience == Audience::kFleet && !FleetTlsEnabled()) {
+    SY_LOG(Warning) << "serving " << started.address
+                    << " over TCP without mutual TLS (--tls_ca_file, --tls_cert_file, "
+                       "--tls_key_file): anyone who reaches it, any user of this host "
+                       "included, can call it (docs/security.md)";
+  }
   return started;
 }
 
@@ -185,7 +220,7 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address, Audienc
   }
   grpc::ChannelArguments args = ChannelArgs();
   std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
-  if (audience == Audience::kFleet) {
+  if (audience == Audience::kFleet && !absl::StartsWith(address, kUnixScheme)) {
     FleetTls& tls = Tls();
     absl::MutexLock lock(&tls.mutex);
     if (tls.enabled) {

@@ -10,6 +10,7 @@
 // process, over gRPC's in-process transport. Unit tests run a whole fleet (RM, workers,
 // proxy sessions) that way, with every component real and no socket opened.
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/unix_listener.h"
 #include "grpcpp/server.h"
 
 namespace grpc {
@@ -66,23 +68,37 @@ struct StartedServer {
   // Declared before `server`, so that the name goes after the server has stopped.
   InProcessName name;
   std::unique_ptr<grpc::Server> server;
-  int port = 0;         // 0 in process
-  std::string address;  // host:port, or inproc:<n>
+  // Declared after `server`, so that it stops before the server goes.
+  std::unique_ptr<UnixListener> unix_listener;
+  int port = 0;         // 0 in process and on a Unix socket
+  std::string address;  // host:port, unix:<path>, or inproc:<n>
+
+  // Stops taking connections, then shuts the server down (calls running at `deadline`
+  // are cancelled). The caller then `server->Wait()`s.
+  void Shutdown(std::chrono::system_clock::time_point deadline);
 };
 
-// The host part of a gRPC peer name ("ipv4:10.0.0.5:4242" -> "ipv4:10.0.0.5",
-// "ipv6:[::1]:4242" -> "ipv6:[::1]"): two channels of one client process share it, where
-// their ports differ.
-std::string PeerHost(absl::string_view peer);
+// Who is calling, as far as one client process can be told from another by its calls'
+// peer names, which differ between its connections: on a Unix socket the client's
+// process ("unix pid 4242", from `UnixPeer`); over TCP its host ("ipv4:10.0.0.5:4242" ->
+// "ipv4:10.0.0.5", "ipv6:[::1]:4242" -> "ipv6:[::1]"), where its connections' ports differ.
+std::string PeerIdentity(absl::string_view peer);
 
-// UNAVAILABLE if the address cannot be bound.
+// The `host` for StartGrpcServer: `unix_socket`'s path when one is given, else `listen_host`.
+std::string ServeHost(const std::string& listen_host, const std::string& unix_socket);
+
+// `host` "unix:/path" listens on that Unix socket (see UnixListener: only this user and
+// root get in), and `port` is not used. UNAVAILABLE if the address cannot be bound;
+// FAILED_PRECONDITION for a socket directory other users may write.
 absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
                                               const std::vector<grpc::Service*>& services,
                                               Audience audience = Audience::kFleet);
 
 // A channel to another Switchyard process (or to an in-process server), with our
-// channel arguments. An in-process address whose server is gone gives a channel whose
-// calls fail with UNAVAILABLE, as a dead process's would.
+// channel arguments. Unix-socket addresses ("unix:/path") take no TLS: the socket's
+// directory and the server's credentials check are what keep others out. An in-process address
+// whose server is gone gives a channel whose calls fail with UNAVAILABLE, as a dead process's
+// would.
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
                                              Audience audience = Audience::kFleet);
 

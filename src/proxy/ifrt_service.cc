@@ -174,7 +174,7 @@ grpc::Status IfrtService::IfrtSession(
     do {
       session_id = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
     } while (sessions_.count(session_id) > 0);
-    sessions_[session_id] = OpenSession{store, PeerHost(context->peer())};
+    sessions_[session_id] = OpenSession{store, PeerIdentity(context->peer())};
   }
   // Registered before the first request, so host-buffer RPCs find it at once.
   absl::Cleanup unregister = [&] {
@@ -263,8 +263,11 @@ absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindStore(
     const grpc::ServerContext& context, uint64_t session_id) const {
   absl::MutexLock lock(&mutex_);
   auto it = sessions_.find(session_id);
-  if (it == sessions_.end() || it->second.peer_host != PeerHost(context.peer())) {
-    return absl::NotFoundError(absl::StrCat("Session id ", session_id, " does not exist"));
+  // Only the client that opened the session (its process on a Unix socket, its host
+  // over TCP) reaches its host buffers; to anyone else the session does not exist, and
+  // the error does not repeat the id.
+  if (it == sessions_.end() || it->second.client != PeerIdentity(context.peer())) {
+    return absl::NotFoundError("no such session for this client");
   }
   return it->second.store;
 }

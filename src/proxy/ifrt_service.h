@@ -123,7 +123,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
 
   struct OpenSession {
     std::shared_ptr<proxy::HostBufferStore> store;
-    std::string peer_host;              // PeerHost of the client connection
+    std::string client;                 // PeerIdentity of the session's connection
     std::shared_ptr<SliceLease> lease;  // of the shared pool, once placed
     std::shared_ptr<SessionActivity> activity;
   };

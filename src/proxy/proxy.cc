@@ -59,7 +59,7 @@ class ProxyServerImpl final : public ProxyServer {
   void Shutdown() override {
     if (server_.server == nullptr) return;
     // Sessions are long streams: cancel them rather than wait for clients to hang up.
-    server_.server->Shutdown(std::chrono::system_clock::now());
+    server_.Shutdown(std::chrono::system_clock::now());
     server_.server->Wait();
     server_.server.reset();
     metrics_.reset();
@@ -111,11 +111,17 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   }
   auto service = std::make_unique<IfrtService>(fleet.get(), std::move(service_options));
   // JAX clients speak plain gRPC here; tokens say who they are.
-  SY_ASSIGN_OR_RETURN(StartedServer server,
-                      StartGrpcServer(options.listen_host, options.port,
-                                      {service.get(), callbacks.get()}, Audience::kClients));
+  SY_ASSIGN_OR_RETURN(
+      StartedServer server,
+      StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
+                      {service.get(), callbacks.get()}, Audience::kClients));
   SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
                << options.resource_manager_address << ")";
+  if (server.port != 0 && options.tokens_file.empty()) {
+    SY_LOG(Warning) << "serving JAX clients on " << server.address
+                    << " over TCP without --tokens_file: anyone who reaches it, any user of this "
+                       "host included, can open a session and run programs (docs/security.md)";
+  }
   auto proxy = std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet),
                                                  std::move(service), std::move(server));
   SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));

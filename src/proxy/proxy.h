@@ -16,6 +16,9 @@ namespace switchyard::proxy {
 struct ProxyOptions {
   std::string listen_host = "127.0.0.1";
   int port = 29000;  // 0 picks a free port
+  // Non-empty: serve on this Unix socket (only this user gets in; JAX_BACKEND_TARGET
+  // grpc://unix:<path>) instead of listen_host:port; metrics stay on listen_host.
+  std::string unix_socket;
   std::string resource_manager_address = "127.0.0.1:29001";
   int metrics_port = -1;  // Prometheus /metrics on listen_host; -1: off, 0: a free port
   // How many of a session's slices may be down at once before the session itself is

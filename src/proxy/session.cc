@@ -154,7 +154,7 @@ absl::Status Session::Health() const {
   }
   if (static_cast<int>(down.size()) <= policy_.num_elastic_slices) return absl::OkStatus();
   return absl::DataLossError(
-      absl::StrCat("session ", id_, " failed: ", down.size(), " of its slices are down (",
+      absl::StrCat("session ", policy_.label, " failed: ", down.size(), " of its slices are down (",
                    absl::StrJoin(down, ","),
                    "), more than --num_elastic_slices=", policy_.num_elastic_slices, " allows"));
 }

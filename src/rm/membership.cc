@@ -160,6 +160,10 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
   }
 
   Host& host = hosts_[key];
+  if (!host.request.boot_id().empty() && host.request.boot_id() != request.boot_id()) {
+    ++host.restarts;
+    host.last_restart = now;
+  }
   host.request = request;
   host.incarnation = incarnation;
   host.last_heartbeat = now;
@@ -257,6 +261,9 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
   status.set_pid(host.request.pid());
   status.set_incarnation(host.incarnation);
   status.set_registrations(host.registrations);
+  status.set_restarts(host.restarts);
+  status.set_last_restart_age_ms(
+      host.restarts == 0 ? -1 : absl::ToInt64Milliseconds(now - host.last_restart));
   status.set_boot_id(host.request.boot_id());
   status.set_rejoining(host.rejoining);
   return status;

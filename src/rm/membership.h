@@ -11,6 +11,9 @@
 //   (unhealthy, same ids) until it re-registers, or until `forget_after` has passed.
 // - `version()` grows with every change a watcher must see; equal versions mean equal
 //   fleets (up to heartbeat ages).
+// - A registration of a (slice, host) by a process with another boot id than its holder's
+//   counts as a restart of that host (`HostStatus.restarts`), whether or not the holder was
+//   seen down: supervisors restart workers faster than heartbeats time out.
 // - Every number of a registration is checked against the limits in common/limits.h.
 // - With `stall_after` set, time in which the RM made no call at all is forgiven: a host
 //   declared dead has missed heartbeats that the RM was running to receive.
@@ -108,6 +111,8 @@ class Membership {
     bool rejoining = false;  // restored from a state file, not registered since
     absl::Time down_since;
     int64_t registrations = 0;
+    int64_t restarts = 0;  // registrations by a new process (boot id)
+    absl::Time last_restart = absl::InfinitePast();
   };
 
   // Every call starts here: forgives a gap in which the RM was not running.

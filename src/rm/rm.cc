@@ -40,7 +40,7 @@ class ResourceManagerImpl final : public ResourceManagerServer {
   void Shutdown() override {
     if (server_.server == nullptr) return;
     service_->Stop();  // ends the fleet watches, which would hold up the shutdown
-    server_.server->Shutdown();
+    server_.Shutdown(std::chrono::system_clock::time_point::max());
     server_.server->Wait();
     server_.server.reset();
     metrics_.reset();
@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
       std::make_unique<RmService>(clock, period, membership, std::move(leases), options.state_file);
   SY_RETURN_IF_ERROR(service->Start());
   SY_ASSIGN_OR_RETURN(StartedServer server,
-                      StartGrpcServer(options.listen_host, options.port, {service.get()}));
+                      StartGrpcServer(ServeHost(options.listen_host, options.unix_socket),
+                                      options.port, {service.get()}));
   SY_LOG(Info) << "resource manager listening on " << server.address;
   auto rm = std::make_unique<ResourceManagerImpl>(std::move(own_clock), std::move(service),
                                                   std::move(server));

@@ -15,6 +15,9 @@ namespace switchyard::rm {
 struct RmOptions {
   std::string listen_host = "127.0.0.1";  // "inproc": in-process only, no port
   int port = 29001;  // 0 picks a free port; see `ResourceManagerServer::port()`
+  // Non-empty: serve on this Unix socket (only this user gets in) instead of
+  // listen_host:port; metrics stay on listen_host.
+  std::string unix_socket;
   absl::Duration heartbeat_period;
   int heartbeat_misses_max = 0;
   const Clock* clock = nullptr;  // nullptr: the real clock

@@ -3,16 +3,21 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/limits.h"
@@ -59,7 +64,52 @@ absl::StatusOr<int64_t> Elements(const google::protobuf::RepeatedField<int64_t>&
   return CheckedElements(absl::MakeConstSpan(dims.data(), dims.size()), "colocated array");
 }
 
+constexpr char kDirectoryPrefix[] = "switchyard-sidecar-";
+
+// A new private directory (0700) in `shm_directory`, named by this process and at
+// random: the name says nothing of the session. With `tmp` inside, for TMPDIR.
+absl::StatusOr<std::string> MakePrivateDirectory(const std::string& shm_directory) {
+  absl::BitGen random;
+  const std::string directory =
+      absl::StrCat(shm_directory, "/", kDirectoryPrefix, getpid(), "-",
+                   absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
+  if (mkdir(directory.c_str(), 0700) != 0 || mkdir((directory + "/tmp").c_str(), 0700) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot create a directory in ", shm_directory, ": ", std::strerror(errno)));
+  }
+  return directory;
+}
+
 }  // namespace
+
+void ColocatedCalls::RemoveStaleDirectories(const std::string& shm_directory) {
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(shm_directory, error)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view rest = name;
+    pid_t pid = 0;
+    if (!absl::ConsumePrefix(&rest, kDirectoryPrefix) ||
+        !absl::SimpleAtoi(rest.substr(0, rest.find('-')), &pid) || pid <= 0) {
+      continue;
+    }
+    struct stat st;
+    if (lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) {
+      continue;
+    }
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its worker still runs
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
+
+ColocatedCalls::Sidecar::~Sidecar() {
+  absl::MutexLock lock(&mutex);
+  process.reset();
+  if (!directory.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(directory, ignored);
+  }
+}
 
 std::shared_ptr<ColocatedCalls::Sidecar> ColocatedCalls::SidecarFor(uint64_t owner,
                                                                     uint64_t session) {
@@ -102,9 +152,19 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
     return absl::InvalidArgumentError(
         absl::StrCat("host ", request.host(), " of ", request.hosts_size()));
   }
-  const std::string label = absl::StrCat("session-", request.session());
+  if (sidecar.directory.empty()) {
+    SY_ASSIGN_OR_RETURN(sidecar.directory, MakePrivateDirectory(options_.shm_directory));
+    absl::MutexLock lock(&mutex_);
+    sidecar.label = absl::StrCat("sidecar-", ++next_sidecar_);
+  }
+  SandboxPolicy sandbox;
+  sandbox.hidden = options_.hidden;
+  sandbox.writable = options_.writable;
+  sandbox.shared_directory = options_.shm_directory;
+  sandbox.own_directory = sidecar.directory;
   SY_ASSIGN_OR_RETURN(std::unique_ptr<SidecarProcess> process,
-                      SidecarProcess::Spawn(python_, label));
+                      SidecarProcess::Spawn(options_.python, sidecar.label, sidecar.directory,
+                                            options_.sandbox ? &sandbox : nullptr));
   sidecar.pid = process->pid();
   SidecarRequest start;
   *start.mutable_start()->mutable_hosts() = request.hosts();
@@ -114,7 +174,7 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
   if (!reply.ok()) {
     sidecar.pid = 0;
     return absl::Status(reply.status().code(),
-                        absl::StrCat("the sidecar did not start (", python_,
+                        absl::StrCat("the sidecar did not start (", options_.python,
                                      " -m switchyard.sidecar): ", reply.status().message()));
   }
   if (reply->code() != 0) {
@@ -122,18 +182,18 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
     return absl::Status(static_cast<absl::StatusCode>(reply->code()),
                         absl::StrCat("the sidecar could not start: ", reply->message()));
   }
-  SY_LOG(Info) << "colocated Python sidecar for session " << request.session() << " started (pid "
-               << process->pid() << ", Python " << reply->python_version() << ", jax "
-               << reply->jax_version() << ", process " << request.host() << " of "
-               << request.hosts_size() << ")";
+  SY_LOG(Info) << "colocated Python " << sidecar.label << " started (pid " << process->pid()
+               << ", Python " << reply->python_version() << ", jax " << reply->jax_version()
+               << ", process " << request.host() << " of " << request.hosts_size()
+               << (options_.sandbox ? ", sandboxed)" : ", not sandboxed)");
   sidecar.process = std::move(process);
   sidecar.world = world;
   return absl::OkStatus();
 }
 
 absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& request,
-                                  uint64_t owner, const std::string& prefix,
-                                  const std::function<bool()>& cancelled) {
+                                  uint64_t owner, const std::function<bool()>& cancelled) {
+  const std::string prefix = absl::StrCat(sidecar.directory, "/call-", ++sidecar.calls, "-");
   std::vector<std::string> files;  // removed however the call ends
   absl::Cleanup remove = [&files] {
     for (const std::string& file : files) unlink(file.c_str());
@@ -142,7 +202,7 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   SidecarCall* run = message.mutable_run();
   run->set_name(request.name());
   run->set_program(request.program());
-  run->set_directory(shm_directory_);
+  run->set_directory(sidecar.directory);
   for (int a = 0; a < request.inputs_size(); ++a) {
     SidecarArray* array = run->add_inputs();
     for (int k = 0; k < request.inputs(a).shards_size(); ++k) {
@@ -245,17 +305,17 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
 absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t owner,
                                  const std::function<bool()>& cancelled) {
   absl::Status status = [&]() -> absl::Status {
-    if (python_.empty()) {
-      return absl::FailedPreconditionError(
-          "this worker runs no colocated Python: start it with --python=<an interpreter with "
-          "jax, cloudpickle and switchyard>");
+    if (options_.python.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "this worker runs no colocated Python: ",
+          options_.off_reason.empty()
+              ? "start it with --python=<an interpreter with jax, cloudpickle and switchyard>"
+              : options_.off_reason));
     }
     std::shared_ptr<Sidecar> sidecar = SidecarFor(owner, request.session());
     absl::MutexLock lock(&sidecar->mutex);
     SY_RETURN_IF_ERROR(EnsureStarted(*sidecar, request));
-    const std::string prefix =
-        absl::StrCat(shm_directory_, "/switchyard-", getpid(), "-", request.session(), "-");
-    return Call(*sidecar, request, owner, prefix, cancelled);
+    return Call(*sidecar, request, owner, cancelled);
   }();
   if (status.ok()) return status;
   status = absl::Status(status.code(), absl::StrCat("colocated Python function '", request.name(),
@@ -269,8 +329,8 @@ absl::Status ColocatedCalls::Run(const ColocatedCallRequest& request, uint64_t o
   return status;
 }
 
-void ColocatedCalls::EndSession(uint64_t session) {
-  StopWhere([session](const Key& key) { return key.second == session; });
+void ColocatedCalls::EndSession(uint64_t owner, uint64_t session) {
+  StopWhere([owner, session](const Key& key) { return key == Key{owner, session}; });
 }
 
 void ColocatedCalls::EndOwner(uint64_t owner) {

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -26,18 +27,30 @@
 
 namespace switchyard::worker {
 
+struct ColocatedOptions {
+  // The interpreter that runs sidecars (with jax, cloudpickle and switchyard); empty:
+  // calls fail with FAILED_PRECONDITION and `off_reason`.
+  std::string python;
+  std::string off_reason;
+  // Where arrays pass between worker and sidecar (a memory-backed directory such as
+  // /dev/shm): each sidecar gets a private directory there (0700, a random name).
+  std::string shm_directory = "/dev/shm";
+  // Sidecars run in a sandbox (SidecarSandbox) that hides `hidden` and leaves only
+  // `writable` (and their own directory) writable; false: as this worker, unconfined.
+  bool sandbox = true;
+  std::vector<std::string> hidden;
+  std::vector<std::string> writable;
+};
+
 class ColocatedCalls {
  public:
-  // `python`: the interpreter that runs sidecars (with jax, cloudpickle and switchyard;
-  // empty: calls fail with FAILED_PRECONDITION). `shm_directory`: where arrays pass
-  // between worker and sidecar (a memory-backed directory such as /dev/shm).
   ColocatedCalls(const pjrt::Client* client, const DeviceMap* devices, BufferStore* buffers,
-                 std::string python, std::string shm_directory)
-      : client_(client),
-        devices_(devices),
-        buffers_(buffers),
-        python_(std::move(python)),
-        shm_directory_(std::move(shm_directory)) {}
+                 ColocatedOptions options)
+      : client_(client), devices_(devices), buffers_(buffers), options_(std::move(options)) {}
+
+  // Removes the private directories that sidecars of workers no longer running left in
+  // `shm_directory` (a worker killed with -9 cannot).
+  static void RemoveStaleDirectories(const std::string& shm_directory);
 
   // Runs the call to completion on this thread, for `owner`. The outputs are stored
   // under their ids; on failure (a Python exception carries its traceback, a crash says
@@ -46,16 +59,21 @@ class ColocatedCalls {
   // stopped and the call fails CANCELLED.
   absl::Status Run(const ColocatedCallRequest& request, uint64_t owner,
                    const std::function<bool()>& cancelled = nullptr) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Stops the sidecars of a session, or of everything `owner` made.
-  void EndSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Stops the sidecars of `owner`'s session, or of everything `owner` made.
+  void EndSession(uint64_t owner, uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
   void EndOwner(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t sidecars() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   struct Sidecar {
+    ~Sidecar();         // stops the process, then removes `directory`
     absl::Mutex mutex;  // one call at a time
     std::unique_ptr<SidecarProcess> process ABSL_GUARDED_BY(mutex);
     std::string world ABSL_GUARDED_BY(mutex);  // the hosts it was started with
+    std::string label ABSL_GUARDED_BY(mutex);  // "sidecar-<n>", for logs and ps
+    // Its private directory in the shared-memory directory; empty until first started.
+    std::string directory ABSL_GUARDED_BY(mutex);
+    int64_t calls ABSL_GUARDED_BY(mutex) = 0;
     // The running process, for stopping it while a call holds `mutex`; 0: none.
     std::atomic<pid_t> pid{0};
     uint64_t owner = 0;
@@ -70,18 +88,18 @@ class ColocatedCalls {
   absl::Status EnsureStarted(Sidecar& sidecar, const ColocatedCallRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
   absl::Status Call(Sidecar& sidecar, const ColocatedCallRequest& request, uint64_t owner,
-                    const std::string& prefix, const std::function<bool()>& cancelled)
+                    const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;
   BufferStore* buffers_;
-  const std::string python_;
-  const std::string shm_directory_;
+  const ColocatedOptions options_;
   mutable absl::Mutex mutex_;
   std::map<Key, std::shared_ptr<Sidecar>> sidecars_ ABSL_GUARDED_BY(mutex_);
   uint64_t clock_ ABSL_GUARDED_BY(mutex_) = 0;
   uint64_t next_call_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t next_sidecar_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 }  // namespace switchyard::worker

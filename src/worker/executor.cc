@@ -1,6 +1,7 @@
 #include "worker/executor.h"
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/dimension_order.h"
@@ -169,9 +170,15 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   const std::string format = request.format().empty() ? "mlir" : request.format();
   auto compiled = CompileOrLoad(request.program(), format, options);
   if (!compiled.ok()) {
-    // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault.
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the PJRT plugin could not compile the program: ", compiled.status().message()));
+    // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault,
+    // or this worker's setup, when a kernel the program calls was never registered.
+    const absl::string_view message = compiled.status().message();
+    const bool missing_kernel = absl::StrContains(message, "No FFI handler registered") ||
+                                absl::StrContains(message, "custom call target");
+    return absl::InvalidArgumentError(
+        absl::StrCat("the PJRT plugin could not compile the program: ", message,
+                     missing_kernel && !missing_kernels_hint_.empty() ? "; " : "",
+                     missing_kernel ? missing_kernels_hint_ : ""));
   }
   std::shared_ptr<const pjrt::Executable> executable = std::move(compiled).value();
 
@@ -423,7 +430,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   {
     // Checked last: the launch may have waited for its turn meanwhile.
     absl::MutexLock lock(&mutex_);
-    if (request.session() != 0 && cancelled_.contains(request.session())) {
+    if (request.session() != 0 && cancelled_.contains(OwnedSession{owner, request.session()})) {
       return absl::CancelledError("the session that launched it has ended");
     }
   }
@@ -561,11 +568,11 @@ std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
   return not_found;
 }
 
-void Executor::CancelSession(uint64_t session) {
+void Executor::CancelSession(uint64_t owner, uint64_t session) {
   if (session == 0) return;
   absl::MutexLock lock(&mutex_);
-  if (!cancelled_.insert(session).second) return;
-  cancelled_order_.push_back(session);
+  if (!cancelled_.insert({owner, session}).second) return;
+  cancelled_order_.push_back({owner, session});
   if (cancelled_order_.size() > static_cast<size_t>(limits::kCancelledSessionsKept)) {
     cancelled_.erase(cancelled_order_.front());
     cancelled_order_.pop_front();

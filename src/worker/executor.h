@@ -46,6 +46,10 @@ class Executor {
     plugin_ = std::move(plugin);
   }
 
+  // A compile that fails for want of a custom-call handler (jaxlib's kernels) ends its
+  // message with `hint`: how to give this worker the kernels. Call before the first compile.
+  void ExplainMissingKernels(std::string hint) { missing_kernels_hint_ = std::move(hint); }
+
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
   // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
   // What `owner` makes here is freed by `DeleteOwned(owner)` (0: nobody in particular).
@@ -62,9 +66,9 @@ class Executor {
   // Worker.DescribeProgram.
   absl::StatusOr<DescribeProgramResponse> Describe(uint64_t executable_id) const
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // Launches of `session` that have not started are dropped from now on: their outputs
-  // get CANCELLED.
-  void CancelSession(uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Launches of `owner`'s `session` that have not started are dropped from now on: their
+  // outputs get CANCELLED. Only the owner's: a session id alone cancels nothing.
+  void CancelSession(uint64_t owner, uint64_t session) ABSL_LOCKS_EXCLUDED(mutex_);
   // Deletes the executables `owner` compiled; returns how many.
   int64_t DeleteOwned(uint64_t owner) ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -154,9 +158,11 @@ class Executor {
   // so while flows compete, one launch at a time is what makes the order of admission
   // the order of service (GPUs serve a device's launches in order anyway).
   const bool host_devices_;
+  std::string missing_kernels_hint_;
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
-  std::deque<uint64_t> cancelled_order_ ABSL_GUARDED_BY(mutex_);
-  absl::flat_hash_set<uint64_t> cancelled_ ABSL_GUARDED_BY(mutex_);
+  using OwnedSession = std::pair<uint64_t, uint64_t>;  // owner, session
+  std::deque<OwnedSession> cancelled_order_ ABSL_GUARDED_BY(mutex_);
+  absl::flat_hash_set<OwnedSession> cancelled_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace switchyard::worker

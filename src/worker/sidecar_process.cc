@@ -12,10 +12,12 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "worker/worker.h"
 
 extern char** environ;
 
@@ -30,32 +32,85 @@ int RemainingMs(absl::Time deadline) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Spawn(const std::string& python,
-                                                                      const std::string& label) {
+absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Spawn(
+    const std::string& python, const std::string& label, const std::string& directory,
+    const SandboxPolicy* sandbox) {
+  if (sandbox != nullptr && sandbox->own_directory != directory) {
+    return absl::InvalidArgumentError("a sandboxed sidecar runs in its sandbox's own directory");
+  }
+  std::vector<std::string> args = {python, "-m", "switchyard.sidecar", "--label", label};
+  if (!directory.empty()) args.insert(args.end(), {"--directory", directory});
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    // A token is the client's, not the next tenant's; temporary files go to the
+    // sidecar's own directory.
+    if (absl::StartsWith(*entry, "SWITCHYARD_TOKEN=") ||
+        (!directory.empty() && absl::StartsWith(*entry, "TMPDIR="))) {
+      continue;
+    }
+    env.push_back(*entry);
+  }
+  if (!directory.empty()) env.push_back(absl::StrCat("TMPDIR=", directory, "/tmp"));
+
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("socketpair: ", std::strerror(errno)));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // The child's stdin and stdout are its end (dup2 clears close-on-exec there); its
-  // stderr is ours, so what the functions print lands in the worker's log.
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
-  std::vector<std::string> args = {python, "-m", "switchyard.sidecar", "--label", label};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
-  if (spawned != 0) {
-    close(fds[0]);
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot start the sidecar's Python ", python, ": ", std::strerror(spawned)));
+  if (sandbox != nullptr) {
+    // The sandbox's first process is our own small init, which runs the sidecar.
+    char self[4096] = {};
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n <= 0) {
+      close(fds[0]);
+      close(fds[1]);
+      return absl::FailedPreconditionError("cannot find this program (/proc/self/exe)");
+    }
+    args.insert(args.begin(), {std::string(self, n), kSidecarInitCommand});
+    absl::StatusOr<SandboxedProcess> started = SpawnSandboxed(args, env, fds[1], *sandbox);
+    close(fds[1]);
+    if (!started.ok()) {
+      close(fds[0]);
+      return started.status();
+    }
+    pid = started->pid;
+  } else {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    // The child's stdin and stdout are its end (dup2 clears close-on-exec there); its
+    // stderr is ours, so what the functions print lands in the worker's log.
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 0);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], 1);
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (std::string& entry : env) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+    const int spawned =
+        posix_spawn(&pid, python.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    if (spawned != 0) {
+      close(fds[0]);
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot start the sidecar's Python ", python, ": ", std::strerror(spawned)));
+    }
   }
-  return std::unique_ptr<SidecarProcess>(new SidecarProcess(pid, fds[0], label));
+  return std::unique_ptr<SidecarProcess>(
+      new SidecarProcess(pid, fds[0], label, /*through_init=*/sandbox != nullptr));
+}
+
+std::string SidecarProcess::HowItEnded(int status) const {
+  int signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  // The sandbox's first process passes on a signal as 128 + N (RunSidecarInit).
+  if (through_init_ && WIFEXITED(status) && WEXITSTATUS(status) > 128) {
+    signal = WEXITSTATUS(status) - 128;
+  }
+  if (signal != 0) {
+    return absl::StrCat("was killed by signal ", signal, " (", strsignal(signal), ")");
+  }
+  return WIFEXITED(status) ? absl::StrCat("exited with status ", WEXITSTATUS(status)) : "exited";
 }
 
 SidecarProcess::~SidecarProcess() {
@@ -72,11 +127,7 @@ std::string SidecarProcess::Stop() {
       kill(pid_, SIGKILL);
       waitpid(pid_, &status, 0);
     } else if (done == pid_) {
-      if (WIFEXITED(status)) how = absl::StrCat("exited with status ", WEXITSTATUS(status));
-      if (WIFSIGNALED(status)) {
-        how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                           strsignal(WTERMSIG(status)), ")");
-      }
+      how = HowItEnded(status);
     }
     pid_ = -1;
   }
@@ -93,12 +144,7 @@ absl::Status SidecarProcess::Broken(absl::Status why) {
     for (int i = 0; i < 50; ++i) {
       int status = 0;
       if (waitpid(pid_, &status, WNOHANG) != 0) {
-        std::string how = "exited";
-        if (WIFEXITED(status)) how = absl::StrCat("exited with status ", WEXITSTATUS(status));
-        if (WIFSIGNALED(status)) {
-          how = absl::StrCat("was killed by signal ", WTERMSIG(status), " (",
-                             strsignal(WTERMSIG(status)), ")");
-        }
+        const std::string how = HowItEnded(status);
         pid_ = -1;
         Stop();
         return absl::UnavailableError(absl::StrCat("the sidecar ", how));

@@ -14,15 +14,20 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "switchyard/sidecar.pb.h"
+#include "worker/sidecar_sandbox.h"
 
 namespace switchyard::worker {
 
 class SidecarProcess {
  public:
-  // Starts `python -m switchyard.sidecar`; `label` names it in logs. FAILED_PRECONDITION
-  // when the process cannot be started.
-  static absl::StatusOr<std::unique_ptr<SidecarProcess>> Spawn(const std::string& python,
-                                                               const std::string& label);
+  // Starts `python -m switchyard.sidecar`; `label` names it in logs (and `ps`: no
+  // session id). `directory` (may be empty) is its own, for the arrays it is handed and
+  // its temporary files (TMPDIR). `sandbox` (null: none) confines it (SpawnSandboxed;
+  // its own directory must be `directory`). FAILED_PRECONDITION when the process cannot
+  // be started.
+  static absl::StatusOr<std::unique_ptr<SidecarProcess>> Spawn(
+      const std::string& python, const std::string& label, const std::string& directory = "",
+      const SandboxPolicy* sandbox = nullptr);
   // Stops the process (SIGKILL) and reaps it.
   ~SidecarProcess();
   SidecarProcess(const SidecarProcess&) = delete;
@@ -41,8 +46,10 @@ class SidecarProcess {
   pid_t pid() const { return pid_; }
 
  private:
-  SidecarProcess(pid_t pid, int fd, std::string label)
-      : pid_(pid), fd_(fd), label_(std::move(label)) {}
+  SidecarProcess(pid_t pid, int fd, std::string label, bool through_init)
+      : pid_(pid), fd_(fd), label_(std::move(label)), through_init_(through_init) {}
+  // "exited with status 1", "was killed by signal 11 (Segmentation fault)".
+  std::string HowItEnded(int status) const;
   absl::Status Send(const std::string& bytes, absl::Time deadline,
                     const std::function<bool()>& cancelled);
   absl::Status Receive(char* out, size_t size, absl::Time deadline,
@@ -58,6 +65,7 @@ class SidecarProcess {
   pid_t pid_;
   int fd_;
   std::string label_;
+  const bool through_init_;  // pid_ is the sandbox's init (RunSidecarInit)
 };
 
 }  // namespace switchyard::worker

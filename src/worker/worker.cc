@@ -1,12 +1,17 @@
 #include "worker/worker.h"
 
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
+#include "absl/algorithm/container.h"
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/grpc_server.h"
@@ -24,8 +29,10 @@
 #include "worker/host_callbacks.h"
 #include "worker/rm_kv_store.h"
 #include "worker/rm_link.h"
+#include "worker/sidecar_sandbox.h"
 #include "worker/stream_progress.h"
 #include "worker/transfers.h"
+#include "worker/worker_python.h"
 #include "worker/worker_service.h"
 
 namespace switchyard::worker {
@@ -59,10 +66,7 @@ void RegisterKernels(const pjrt::Plugin& plugin, const std::string& platform,
     SY_LOG(Warning) << "no custom-call kernels: " << ffi.status();
     return;
   }
-  if (python.empty()) {
-    SY_LOG(Info) << "no --python: jaxlib's kernels (jnp.linalg, ...) are not registered";
-    return;
-  }
+  if (python.empty()) return;  // said at start-up (FindWorkerPython)
   auto kernels = RegisterJaxKernels(*ffi, python, platform);
   if (!kernels.ok()) {
     SY_LOG(Warning) << "jaxlib's kernels (jnp.linalg, ...) are not registered: "
@@ -72,6 +76,63 @@ void RegisterKernels(const pjrt::Plugin& plugin, const std::string& platform,
   SY_LOG(Info) << "registered " << kernels->targets.size() << " kernels of jaxlib "
                << kernels->jaxlib_version << " from " << python;
   for (const std::string& skipped : kernels->skipped) SY_LOG(Info) << "not registered: " << skipped;
+}
+
+// The directory of a Unix-socket address ("unix:/run/sy/rm.sock" -> "/run/sy"); empty
+// for any other address.
+std::string SocketDirectory(const std::string& address) {
+  if (!absl::StartsWith(address, kUnixScheme)) return "";
+  const std::string path = address.substr(std::strlen(kUnixScheme));
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos || slash == 0 ? "" : path.substr(0, slash);
+}
+
+// How colocated Python runs here: on which Python, and in which sandbox; said at start.
+ColocatedOptions ColocatedSetup(const WorkerOptions& options, const WorkerPython& python) {
+  ColocatedOptions colocated;
+  colocated.python = python.colocated_off.empty() ? python.path : "";
+  colocated.off_reason = python.colocated_off;
+  colocated.shm_directory = options.sidecar_shm_directory;
+  colocated.sandbox = options.sidecar_sandbox;
+  if (colocated.python.empty()) return colocated;
+  ColocatedCalls::RemoveStaleDirectories(colocated.shm_directory);
+  if (!options.sidecar_sandbox) {
+    SY_LOG(Warning) << "--sidecar_sandbox=off: colocated Python runs as this worker, with its "
+                       "access to its keys, sockets and files (docs/security.md)";
+    return colocated;
+  }
+  absl::StatusOr<SandboxedProcess> check = CheckSandbox();
+  if (!check.ok()) {
+    colocated.python.clear();
+    colocated.off_reason = absl::StrCat(
+        "its sandbox cannot be made on this host (", check.status().message(),
+        "); --sidecar_sandbox=off runs sidecars unconfined, with this worker's access");
+    SY_LOG(Warning) << "colocated Python is off: " << colocated.off_reason;
+    return colocated;
+  }
+  if (!check->own_proc) {
+    // The sandbox shares this host's /proc: keep this process from being read through it.
+    prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+  }
+  // What a tenant's code must not see: the fleet's key, the control plane's sockets, the
+  // compiled programs of every tenant.
+  colocated.hidden = options.sidecar_hidden_paths;
+  for (const std::string& path :
+       {SocketDirectory(absl::StrCat(kUnixScheme, options.unix_socket)),
+        SocketDirectory(options.resource_manager_address), options.compilation_cache_dir}) {
+    if (!path.empty() && absl::c_find(colocated.hidden, path) == colocated.hidden.end()) {
+      colocated.hidden.push_back(path);
+    }
+  }
+  colocated.writable = options.sidecar_writable_paths;
+  if (!options.storage_mount_root.empty()) colocated.writable.push_back(options.storage_mount_root);
+  SY_LOG(Info) << "colocated Python runs sandboxed: read-only but for "
+               << (colocated.writable.empty()
+                       ? std::string("its own directory")
+                       : absl::StrCat("its own directory and ",
+                                      absl::StrJoin(colocated.writable, ", ")))
+               << "; hidden: " << absl::StrJoin(colocated.hidden, ", ");
+  return colocated;
 }
 
 class WorkerServerImpl final : public WorkerServer {
@@ -108,7 +169,9 @@ class WorkerServerImpl final : public WorkerServer {
                                        client.status().message()));
     }
     SY_ASSIGN_OR_RETURN(client_, std::move(client));
-    RegisterKernels(*plugin, client_->platform_name(), options.python);
+    const WorkerPython python = FindWorkerPython(options.python);
+    SY_LOG(Info) << python.summary;
+    RegisterKernels(*plugin, client_->platform_name(), python.path);
     devices_ = std::make_unique<DeviceMap>(client_.get());
     if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name()); callbacks.ok()) {
       callbacks_ = std::move(callbacks).value();
@@ -121,8 +184,13 @@ class WorkerServerImpl final : public WorkerServer {
     transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
     storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), &buffers_,
                                               options.storage_mount_root);
+    if (python.path.empty()) {
+      executor_->ExplainMissingKernels(
+          "this worker registered no jaxlib kernels: start it with --python=<a Python with "
+          "jaxlib> (its start-up log says why it found none)");
+    }
     colocated_ = std::make_unique<ColocatedCalls>(client_.get(), devices_.get(), &buffers_,
-                                                  options.python, options.sidecar_shm_directory);
+                                                  ColocatedSetup(options, python));
 
     WorkerIdentity identity;
     identity.slice_index = options.slice_index;
@@ -144,9 +212,10 @@ class WorkerServerImpl final : public WorkerServer {
         service_->ReleaseExpiredOwners();
       }
     });
-    SY_ASSIGN_OR_RETURN(server_,
-                        StartGrpcServer(options.listen_host, options.port, {service_.get()}));
-    address_ = options.advertise_host.empty()
+    SY_ASSIGN_OR_RETURN(
+        server_, StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
+                                 {service_.get()}));
+    address_ = options.advertise_host.empty() || !options.unix_socket.empty()
                    ? server_.address
                    : absl::StrCat(options.advertise_host, ":", server_.port);
     service_->SetAddress(address_);
@@ -279,7 +348,7 @@ class WorkerServerImpl final : public WorkerServer {
       server_.name = InProcessName();  // new in-process channels find nothing from now
       // Proxies' operation streams stay open for as long as they live: cancel what is
       // still running after a moment rather than wait for them.
-      server_.server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      server_.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
       server_.server->Wait();
       // The server object stays until we go: in-process channels to it (tests) must
       // find a server that refuses calls, not freed memory.

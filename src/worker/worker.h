@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -16,6 +17,9 @@ namespace switchyard::worker {
 struct WorkerOptions {
   std::string listen_host = "127.0.0.1";  // "inproc": in-process only, no port
   int port = 29005;                       // 0 picks a free port
+  // Non-empty: serve on this Unix socket (only this user gets in) instead of
+  // listen_host:port, and register as unix:<path>; metrics stay on listen_host.
+  std::string unix_socket;
   // Host name other processes use to reach this worker; defaults to `listen_host`.
   std::string advertise_host;
   std::string resource_manager_address = "127.0.0.1:29001";
@@ -23,8 +27,10 @@ struct WorkerOptions {
   int host_index = 0;
   std::string pjrt_plugin;
   // A Python executable with jaxlib whose custom-call kernels (LAPACK, ...) the plugin
-  // gets; empty: none, and programs calling them fail to compile.
-  std::string python;
+  // gets, and which runs colocated Python sidecars (with jax, cloudpickle and
+  // switchyard). Empty: the worker looks for one (--python unset) and logs which it
+  // took; "none": neither feature, and programs calling the kernels fail to compile.
+  std::string python = "none";
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
   // More than 1: this worker is node `host_index` of a multi-host PJRT client formed
   // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find
@@ -45,10 +51,26 @@ struct WorkerOptions {
   // Where arrays pass between this worker and its colocated Python sidecars (which run
   // on `python`): a memory-backed directory.
   std::string sidecar_shm_directory = "/dev/shm";
+  // Sidecars run in a sandbox (docs/security.md): the file system read-only but for
+  // `sidecar_writable_paths`, `storage_mount_root` and their own directory; the fleet's
+  // secrets hidden: `sidecar_hidden_paths` (the CLI gives the TLS key), this worker's and
+  // the RM's socket directories, the compilation cache. false: unconfined, as this worker.
+  bool sidecar_sandbox = true;
+  std::vector<std::string> sidecar_hidden_paths;
+  std::vector<std::string> sidecar_writable_paths;
   // Give up (and stop the worker) if the RM cannot be reached for this long;
   // zero retries forever.
   absl::Duration register_timeout = absl::ZeroDuration();
 };
+
+// The first process of a sandboxed colocated Python sidecar (`switchyard sidecar-init
+// PROGRAM ARGS...`): runs the sidecar as its child and reaps whatever else ends in the
+// sandbox's PID namespace, so that the sidecar is an ordinary process there (a signal it
+// sends itself works; its children's zombies are reaped). Exits as the sidecar did; a
+// sidecar killed by signal N makes it exit with 128 + N (the first process of a PID
+// namespace cannot die of its own signal).
+inline constexpr char kSidecarInitCommand[] = "sidecar-init";
+int RunSidecarInit(int argc, char** argv);
 
 class WorkerServer {
  public:

@@ -549,8 +549,11 @@ grpc::Status WorkerService::Trace(grpc::ServerContext* context, const TraceReque
 grpc::Status WorkerService::CancelLaunches(grpc::ServerContext* context,
                                            const CancelLaunchesRequest* request,
                                            CancelLaunchesResponse* response) {
-  executor_->CancelSession(request->session());
-  if (colocated_ != nullptr) colocated_->EndSession(request->session());
+  // The caller's own session only: another owner naming it cancels nothing.
+  absl::StatusOr<uint64_t> owner = CheckCaller(*context);
+  if (!owner.ok()) return ToGrpcStatus(owner.status());
+  executor_->CancelSession(*owner, request->session());
+  if (colocated_ != nullptr) colocated_->EndSession(*owner, request->session());
   return grpc::Status::OK;
 }
 

@@ -17,9 +17,19 @@ HERE = pathlib.Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with switchyard.LocalCluster(workers=2, devices_per_worker=2) as c:
+def cluster(tmp_path_factory):
+    # Sidecars see the file system read-only: the checkpoint writer needs a place.
+    writable = tmp_path_factory.mktemp("colocated-writable")
+    with switchyard.LocalCluster(workers=2, devices_per_worker=2,
+                                 flags=(f"--sidecar_writable_paths={writable}",)) as c:
+        c.writable = writable
         yield c
+
+
+def writable_directory(cluster, name):
+    directory = cluster.writable / name
+    directory.mkdir()
+    return str(directory)
 
 
 def run(cluster, script, *args, timeout=600):
@@ -32,7 +42,8 @@ def run(cluster, script, *args, timeout=600):
 @pytest.mark.parametrize("init", ["pathwaysutils", "switchyard"])
 def test_colocated_python(cluster, init, tmp_path):
     from colocated_client import CHECKS
-    result = run(cluster, "colocated_client.py", "--init", init, str(tmp_path))
+    result = run(cluster, "colocated_client.py", "--init", init,
+                 writable_directory(cluster, f"session-{init}"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     for check in CHECKS:
         assert f"PASS {check}" in result.stdout, result.stdout + result.stderr[-4000:]
@@ -104,13 +115,14 @@ def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
         client.wait()
     assert wait_for_no_sidecars(cluster), "the sidecar outlived its session"
     started = time.monotonic()
-    result = run(cluster, "colocated_client.py", "--init", "pathwaysutils", str(tmp_path))
+    result = run(cluster, "colocated_client.py", "--init", "pathwaysutils",
+                 writable_directory(cluster, "after-a-client-went"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     assert time.monotonic() - started < 300
 
 
 def test_a_cluster_without_python_says_so(tmp_path, monkeypatch):
-    """A worker started without --python refuses colocated calls clearly."""
+    """A worker started with --python=none refuses colocated calls clearly."""
     script = tmp_path / "no_python.py"
     script.write_text(
         "import jax, numpy as np\n"
@@ -122,7 +134,7 @@ def test_a_cluster_without_python_says_so(tmp_path, monkeypatch):
         "    f(jax.device_put(np.ones(2), jax.devices()[0])).block_until_ready()\n"
         "except Exception as e:\n"
         "    print('ERROR', e)\n")
-    monkeypatch.setenv("SWITCHYARD_WORKER_PYTHON", "")
+    monkeypatch.setenv("SWITCHYARD_WORKER_PYTHON", "none")
     with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
         result = subprocess.run(
             [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
@@ -136,7 +148,8 @@ def test_a_killed_proxy_mid_call_frees_its_sidecar(tmp_path):
     stream sees its caller gone and stops the sidecar, and the restarted proxy serves."""
     script = tmp_path / "hangs.py"
     script.write_text(HANGS + "\n")
-    with switchyard.LocalCluster(workers=2, devices_per_worker=2) as c:
+    with switchyard.LocalCluster(workers=2, devices_per_worker=2,
+                                 flags=(f"--sidecar_writable_paths={tmp_path}",)) as c:
         env = {**os.environ, "JAX_BACKEND_TARGET": c.target,
                "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
         client = subprocess.Popen([sys.executable, str(script)], env=env, text=True,

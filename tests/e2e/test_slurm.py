@@ -102,21 +102,27 @@ def role_pids(role: str, port: int) -> list[int]:
     return pids
 
 
-def fleet_hosts(slurm, rm_port: int) -> list[dict]:
+def tls_flags(certs: pathlib.Path) -> list[str]:
+    """The job's own certificates (the script's per-job CA, in its directory)."""
+    return [f"--tls_ca_file={certs / 'ca.pem'}", f"--tls_cert_file={certs / 'fleet.pem'}",
+            f"--tls_key_file={certs / 'fleet.key'}"]
+
+
+def fleet_hosts(slurm, rm_port: int, certs: pathlib.Path) -> list[dict]:
     out = subprocess.run([*slurm.prefix, find_binary(), "status", "--json",
-                          f"--resource_manager_address=127.0.0.1:{rm_port}"],
+                          f"--resource_manager_address=127.0.0.1:{rm_port}", *tls_flags(certs)],
                          capture_output=True, text=True).stdout
     if not out.strip():
         return []
     return [host for s in json.loads(out).get("slices", []) for host in s.get("hosts", [])]
 
 
-def healthy_hosts(slurm, rm_port: int) -> int:
-    return sum(bool(host.get("healthy")) for host in fleet_hosts(slurm, rm_port))
+def healthy_hosts(slurm, rm_port: int, certs: pathlib.Path) -> int:
+    return sum(bool(host.get("healthy")) for host in fleet_hosts(slurm, rm_port, certs))
 
 
-def device_ids(slurm, rm_port: int) -> list[str]:
-    return sorted(str(d["global_id"]) for host in fleet_hosts(slurm, rm_port)
+def device_ids(slurm, rm_port: int, certs: pathlib.Path) -> list[str]:
+    return sorted(str(d["global_id"]) for host in fleet_hosts(slurm, rm_port, certs)
                   for d in host.get("devices", []))
 
 
@@ -162,6 +168,16 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
         env={**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target},
         capture_output=True, text=True, timeout=120)
     assert "SLURM JOB OK 4 devices" in client.stdout, client.stdout + client.stderr
+    # The fleet runs mutual TLS with a CA of this job's own, whose key is gone: without
+    # the job's certificate, `status` (or a fake worker) gets nowhere.
+    certs = tmp_path / f"switchyard-{job}" / "tls"
+    assert (certs.stat().st_mode & 0o777) == 0o700
+    assert sorted(p.name for p in certs.iterdir()) == ["ca.pem", "fleet.key", "fleet.pem"]
+    plain = subprocess.run([*slurm.prefix, find_binary(), "status",
+                            f"--resource_manager_address=127.0.0.1:{rm_port}"],
+                           capture_output=True, text=True, timeout=60)
+    assert plain.returncode != 0, plain.stdout
+    assert healthy_hosts(slurm, rm_port, certs) == 2
     ours = processes_with(f"127.0.0.1:{rm_port}") + processes_with(f"--server_port={rm_port}")
     assert len(ours) >= 3, ours  # rm, proxy, and the workers (with their srun wrappers)
 
@@ -171,7 +187,7 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
     deadline = time.monotonic() + 60
     while True:
         workers = worker_pids(rm_port)
-        if len(workers) == 2 and victim not in workers and healthy_hosts(slurm, rm_port) == 2:
+        if len(workers) == 2 and victim not in workers and healthy_hosts(slurm, rm_port, certs) == 2:
             break
         assert time.monotonic() < deadline, (workers, slurm.logs())
         time.sleep(0.5)
@@ -182,7 +198,7 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
 
     # So are the rm (its state file keeps the device ids) and the proxy: the job goes on
     # serving, and a new client runs on the same devices.
-    ids_before = device_ids(slurm, rm_port)
+    ids_before = device_ids(slurm, rm_port, certs)
     assert len(set(ids_before)) == 4, ids_before
     for role, port in (("rm", rm_port), ("proxy", proxy_port)):
         victim = role_pids(role, port)[0]
@@ -195,10 +211,10 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
             assert time.monotonic() < deadline, log.read_text() + slurm.logs()
             time.sleep(0.5)
     deadline = time.monotonic() + 60
-    while healthy_hosts(slurm, rm_port) != 2:
+    while healthy_hosts(slurm, rm_port, certs) != 2:
         assert time.monotonic() < deadline, slurm.logs()
         time.sleep(0.5)
-    assert device_ids(slurm, rm_port) == ids_before
+    assert device_ids(slurm, rm_port, certs) == ids_before
     assert slurm.job_state(job) == "RUNNING"
     deadline = time.monotonic() + 60
     while True:  # the restarted proxy may still be starting

@@ -8,6 +8,9 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"io"
@@ -27,11 +30,15 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
+// The name every fleet certificate must carry (src/common/grpc_server.h).
+const fleetServerName = "switchyard"
+
 type rendered struct {
 	jobs            []*batchv1.Job
 	services        []*corev1.Service
 	accounts        map[string]bool
 	networkPolicies []*networkingv1.NetworkPolicy
+	secrets         map[string]*corev1.Secret
 }
 
 var problems []string
@@ -42,10 +49,11 @@ func main() {
 	sliceCount := flag.Int("slices", -1, "worker groups the render must have")
 	hosts := flag.Int("hosts-per-slice", 1, "pods each worker group must have")
 	userJob := flag.Bool("user-job", false, "the head must run the user's program (job mode)")
+	tls := flag.Bool("tls", true, "the fleet must run mutual TLS (the chart's default)")
 	flag.Parse()
 
 	objects := decodeAll(os.Stdin)
-	r := rendered{accounts: map[string]bool{}}
+	r := rendered{accounts: map[string]bool{}, secrets: map[string]*corev1.Secret{}}
 	for _, object := range objects {
 		switch o := object.(type) {
 		case *batchv1.Job:
@@ -59,6 +67,9 @@ func main() {
 			}
 		case *networkingv1.NetworkPolicy:
 			r.networkPolicies = append(r.networkPolicies, o)
+		case *corev1.Secret:
+			r.secrets[o.Name] = o
+			checkTLSSecret(o)
 		default:
 			fail("unexpected object %T", object)
 		}
@@ -72,6 +83,7 @@ func main() {
 	}
 	checkServices(&r)
 	checkNetworkPolicies(&r)
+	checkFleetTLS(&r, *tls)
 
 	if len(problems) > 0 {
 		sort.Strings(problems)
@@ -80,8 +92,8 @@ func main() {
 		}
 		os.Exit(1)
 	}
-	fmt.Printf("valid: %d objects (%d jobs, %d services, %d network policies)\n", len(objects),
-		len(r.jobs), len(r.services), len(r.networkPolicies))
+	fmt.Printf("valid: %d objects (%d jobs, %d services, %d network policies, %d secrets)\n",
+		len(objects), len(r.jobs), len(r.services), len(r.networkPolicies), len(r.secrets))
 }
 
 // decodeAll strictly decodes every YAML document of the stream into its API type.
@@ -417,5 +429,81 @@ func checkLabel(owner, key, value string) {
 	}
 	if errs := validation.IsValidLabelValue(value); len(errs) > 0 {
 		fail("%s: label %s=%q: %v", owner, key, value, errs)
+	}
+}
+
+// checkTLSSecret: a certificate the chart made is one the fleet's channels accept: it
+// names DNS "switchyard", serves as server and client, and its CA signed it.
+func checkTLSSecret(secret *corev1.Secret) {
+	where := "Secret " + secret.Name
+	for _, key := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if len(secret.Data[key]) == 0 {
+			fail("%s: no %s", where, key)
+			return
+		}
+	}
+	if _, err := tls.X509KeyPair(secret.Data["tls.crt"], secret.Data["tls.key"]); err != nil {
+		fail("%s: tls.crt and tls.key do not pair: %v", where, err)
+	}
+	caBlock, _ := pem.Decode(secret.Data["ca.crt"])
+	certBlock, _ := pem.Decode(secret.Data["tls.crt"])
+	if caBlock == nil || certBlock == nil {
+		fail("%s: ca.crt or tls.crt is not PEM", where)
+		return
+	}
+	ca, err := x509.ParseCertificate(caBlock.Bytes)
+	if err != nil {
+		fail("%s: ca.crt: %v", where, err)
+		return
+	}
+	cert, err := x509.ParseCertificate(certBlock.Bytes)
+	if err != nil {
+		fail("%s: tls.crt: %v", where, err)
+		return
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: fleetServerName, Roots: roots,
+			KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			fail("%s: tls.crt does not verify for %q as usage %v: %v", where, fleetServerName, usage, err)
+		}
+	}
+}
+
+// checkFleetTLS: with TLS on, every Switchyard process (rm, proxy, worker) runs it, from a
+// Secret that is in the render or named by the user.
+func checkFleetTLS(r *rendered, want bool) {
+	for _, job := range r.jobs {
+		pod := job.Spec.Template.Spec
+		secrets := map[string]string{}
+		for _, v := range pod.Volumes {
+			if v.Secret != nil {
+				secrets[v.Name] = v.Secret.SecretName
+			}
+		}
+		for _, c := range append(append([]corev1.Container{}, pod.InitContainers...), pod.Containers...) {
+			if c.Name == "main" {
+				continue // the user's program: a client of the proxy's port
+			}
+			where := job.Name + "/" + c.Name
+			args := strings.Join(c.Args, " ")
+			has := strings.Contains(args, "--tls_key_file=")
+			if has != want {
+				fail("%s: mutual TLS is %v, want %v (args %s)", where, has, want, args)
+			}
+			if !has {
+				continue
+			}
+			mounted := false
+			for _, m := range c.VolumeMounts {
+				if m.MountPath == "/etc/switchyard/tls" {
+					mounted = secrets[m.Name] != ""
+				}
+			}
+			if !mounted {
+				fail("%s: the TLS files are not mounted from a Secret", where)
+			}
+		}
 	}
 }

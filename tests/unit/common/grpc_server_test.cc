@@ -5,13 +5,14 @@
 namespace switchyard {
 namespace {
 
-TEST(GrpcServerTest, PeerHostDropsThePort) {
-  EXPECT_EQ(PeerHost("ipv4:10.0.0.5:4242"), "ipv4:10.0.0.5");
-  EXPECT_EQ(PeerHost("ipv6:[::1]:4242"), "ipv6:[::1]");
-  EXPECT_EQ(PeerHost("ipv6:[fe80::1%eth0]:80"), "ipv6:[fe80::1%eth0]");
-  EXPECT_EQ(PeerHost("unix:/tmp/socket"), "unix:/tmp/socket");
-  EXPECT_EQ(PeerHost("inproc"), "inproc");
-  EXPECT_EQ(PeerHost("ipv4:"), "ipv4:");
+TEST(GrpcServerTest, PeerIdentityOfTcpPeersDropsThePort) {
+  EXPECT_EQ(PeerIdentity("ipv4:10.0.0.5:4242"), "ipv4:10.0.0.5");
+  EXPECT_EQ(PeerIdentity("ipv6:[::1]:4242"), "ipv6:[::1]");
+  EXPECT_EQ(PeerIdentity("ipv6:[fe80::1%eth0]:80"), "ipv6:[fe80::1%eth0]");
+  EXPECT_EQ(PeerIdentity("inproc"), "inproc");
+  EXPECT_EQ(PeerIdentity("ipv4:"), "ipv4:");
+  // A descriptor no UnixListener accepted names no process.
+  EXPECT_EQ(PeerIdentity("fd:987654"), "fd:987654");
 }
 
 TEST(GrpcServerTest, FleetTlsRefusesFilesThatAreNotPem) {

@@ -54,6 +54,25 @@ TEST_F(MembershipTest, ABootIdThatCannotTravelAsMetadataIsRefused) {
   SY_EXPECT_OK(membership_.Register(request, 11, now_).status());
 }
 
+TEST_F(MembershipTest, ANewProcessForAHostCountsAsARestart) {
+  // A supervisor restarts a dead worker before the RM sees it down: the new boot id is
+  // what tells an operator that the host keeps dying.
+  RegisterWorkerRequest first = Worker("h:1", 0, 0);
+  first.set_boot_id("aaaa");
+  SY_ASSERT_OK(membership_.Register(first, 11, now_).status());
+  EXPECT_EQ(membership_.Snapshot(now_).slices(0).hosts(0).restarts(), 0);
+  EXPECT_EQ(membership_.Snapshot(now_).slices(0).hosts(0).last_restart_age_ms(), -1);
+  // The same process again (after an RM restart, or a broken heartbeat) is no restart.
+  SY_ASSERT_OK(membership_.Register(first, 12, now_ + absl::Seconds(1)).status());
+  EXPECT_EQ(membership_.Snapshot(now_).slices(0).hosts(0).restarts(), 0);
+  RegisterWorkerRequest second = first;
+  second.set_boot_id("bbbb");
+  SY_ASSERT_OK(membership_.Register(second, 13, now_ + absl::Seconds(2)).status());
+  HostStatus host = membership_.Snapshot(now_ + absl::Seconds(5)).slices(0).hosts(0);
+  EXPECT_EQ(host.restarts(), 1);
+  EXPECT_EQ(host.last_restart_age_ms(), 3000);
+}
+
 TEST_F(MembershipTest, MissedHeartbeatsMakeAHostUnhealthy) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
   SY_EXPECT_OK(membership_.Heartbeat(11, now_ + absl::Seconds(1)));

@@ -43,10 +43,14 @@ securityContext:
 {{- end }}
 {{- end -}}
 
-{{/* The fleet's TLS flags and files, when tls.secretName names a Secret (0440: the
-     pods' fsGroup reads it). */}}
+{{/* The fleet's TLS flags and files (0440: the pods' fsGroup reads them), from the
+     user's Secret or the one the chart makes (tls.yaml). */}}
+{{- define "switchyard.tlsSecret" -}}
+{{- .Values.tls.secretName | default (printf "%s-tls" (include "switchyard.name" .)) -}}
+{{- end -}}
+
 {{- define "switchyard.tlsArgs" -}}
-{{- if .Values.tls.secretName }}
+{{- if .Values.tls.enabled }}
 - --tls_ca_file=/etc/switchyard/tls/ca.crt
 - --tls_cert_file=/etc/switchyard/tls/tls.crt
 - --tls_key_file=/etc/switchyard/tls/tls.key
@@ -54,14 +58,14 @@ securityContext:
 {{- end -}}
 
 {{- define "switchyard.tlsMount" -}}
-{{- if .Values.tls.secretName }}
+{{- if .Values.tls.enabled }}
 - {name: tls, mountPath: /etc/switchyard/tls, readOnly: true}
 {{- end }}
 {{- end -}}
 
 {{- define "switchyard.tlsVolume" -}}
-{{- if .Values.tls.secretName }}
+{{- if .Values.tls.enabled }}
 - name: tls
-  secret: {secretName: {{ .Values.tls.secretName }}, defaultMode: 0440}
+  secret: {secretName: {{ include "switchyard.tlsSecret" . }}, defaultMode: 0440}
 {{- end }}
 {{- end -}}
