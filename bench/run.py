@@ -135,7 +135,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache", "pool",
-                                           "shares"],
+                                           "shares", "transport"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -149,7 +149,10 @@ def main():
                                render_checkpoint),
                 "colocated": ("colocated Python",
                               lambda: colocated([1, 16] if args.quick else [1, 16, 64]),
-                              render_colocated)}
+                              render_colocated),
+                "transport": ("private Unix sockets against TCP, sandboxed sidecars against "
+                              "unconfined", lambda: transport(2 if args.quick else 3),
+                              render_transport)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -544,6 +547,74 @@ def colocated(sizes_mib):
             handoff.append(result)
             print(f"colocated hand-off {mib} MiB: {result}", flush=True)
     return {"loader": loader, "handoff": handoff}
+
+
+def transport(rounds):
+    """A/B in one run, one binary, interleaved: a local cluster on private Unix sockets
+    (the default) against the same cluster on TCP ports; and colocated Python's sidecars
+    in their sandbox (the default) against unconfined."""
+    setups = {"tcp": dict(rm_port=0, proxy_port=0, flags=("--worker_port=0",)), "unix": {}}
+    runs = {name: [] for name in setups}
+    for round_ in range(rounds):
+        for name, kwargs in setups.items():
+            with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE, **kwargs) as c:
+                row = case("proxy", "latency", "--iters", 1000, env=c.env())
+                row["bandwidth"] = case("proxy", "bandwidth", "--sizes", 16, 64, "--reps", 3,
+                                        env=c.env())
+            runs[name].append(row)
+            print(f"transport {name}, round {round_ + 1}: {row}", flush=True)
+    sidecars = {"sandboxed": (), "unconfined": ("--sidecar_sandbox=false",)}
+    handoff = {name: [] for name in sidecars}
+    for round_ in range(rounds):
+        for name, flags in sidecars.items():
+            with switchyard.LocalCluster(workers=2, devices_per_worker=2, flags=flags) as c:
+                out = subprocess.run([sys.executable, str(HERE / "colocated_cases.py"), "handoff",
+                                      "16", "5"], env={**os.environ, **c.env()}, text=True,
+                                     capture_output=True, timeout=900).stdout
+            result = json.loads(out.split("RESULT ", 1)[1].splitlines()[0])
+            handoff[name].append(result)
+            print(f"sidecar {name}, round {round_ + 1}: {result}", flush=True)
+    return {"runs": runs, "handoff": handoff}
+
+
+def render_transport(r):
+    t = r["transport"]
+    median = lambda values: sorted(values)[len(values) // 2]
+
+    def of(name, pick):
+        return median([pick(row) for row in t["runs"][name]])
+
+    metrics = [("synchronous call p50", "µs", lambda x: x["sync_p50_us"], False),
+               ("synchronous call p99", "µs", lambda x: x["sync_p99_us"], False),
+               ("pipelined call", "µs", lambda x: x["pipelined_per_call_us"], False)]
+    for mib in ("16", "64"):
+        for key, what in (("h2d", "host → worker"), ("d2h", "worker → host"),
+                          ("d2d", "worker → worker")):
+            metrics.append((f"{what}, {mib} MiB", "MB/s",
+                            lambda x, m=mib, k=key: x["bandwidth"][m][k] * 1.048576, True))
+    lines = ["## Private Unix sockets (the default) against TCP\n",
+             "The same binary, a local cluster of 2 workers x 2 CPU devices started both ways "
+             f"({len(t['runs']['unix'])} rounds, interleaved; medians): `switchyard up` as it "
+             "is (every process on a Unix socket in a private directory, each connection's "
+             "peer checked) and with `--rm_port`, `--proxy_port`, `--worker_port` (TCP on "
+             "127.0.0.1). Ratio: Unix over TCP (above 1 is better for rates, below 1 for times).\n",
+             "| metric | TCP | Unix sockets | ratio |", "|---|---|---|---|"]
+    for name, unit, pick, rate in metrics:
+        tcp, unix = of("tcp", pick), of("unix", pick)
+        lines.append(f"| {name} | {tcp:.0f} {unit} | {unix:.0f} {unit} | {unix / tcp:.2f}x |")
+    h = t["handoff"]
+    first = {name: median([x["first_call_s"] for x in h[name]]) for name in h}
+    call = {name: median([x["handoff_s"] for x in h[name]]) for name in h}
+    lines += ["", "## Colocated Python in its sandbox against unconfined\n",
+              "An identity colocated function on a 16 MiB array on one device: the first call "
+              "(which starts the sidecar: namespaces, mounts, its init, Python and jax) and the "
+              "next calls (medians of rounds). Ratio: sandboxed over unconfined.\n",
+              "| | unconfined | sandboxed | ratio |", "|---|---|---|---|",
+              f"| first call (sidecar start) | {first['unconfined']:.2f} s | "
+              f"{first['sandboxed']:.2f} s | {first['sandboxed'] / first['unconfined']:.2f}x |",
+              f"| a call after | {call['unconfined'] * 1e3:.1f} ms | {call['sandboxed'] * 1e3:.1f} ms"
+              f" | {call['sandboxed'] / call['unconfined']:.2f}x |"]
+    return "\n".join(lines) + "\n"
 
 
 def render_colocated(r):

@@ -2,6 +2,7 @@
 stable device ids across restarts, and the errors a user can provoke."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -419,3 +420,76 @@ def test_a_corrupt_state_file_stops_the_rm_from_starting(spawn, tmp_path):
     rm = spawn("rm", f"--server_port={free_port()}", f"--state_file={state}")
     assert rm.wait_exit() != 0
     assert "is not an RM state" in rm.output
+
+
+PLAIN_UP_CLIENT = """
+import numpy as np
+import pathwaysutils; pathwaysutils.initialize()
+import jax, jax.numpy as jnp
+from jax.experimental import colocated_python as cp
+a = np.arange(16, dtype=np.float32).reshape(4, 4) + 4 * np.eye(4, dtype=np.float32)
+b = np.ones(4, np.float32)
+np.testing.assert_allclose(np.asarray(jnp.linalg.solve(a, b)), np.linalg.solve(a, b), rtol=1e-5)
+print("LINALG OK", flush=True)
+add_one = cp.colocated_python(lambda x: x + 1)
+x = jax.device_put(np.float32(41), cp.colocated_cpu_devices(jax.devices())[0])
+assert float(add_one(x)) == 42.0
+print("COLOCATED OK", flush=True)
+"""
+
+
+def test_a_plain_up_has_kernels_and_colocated_python(spawn, plugin):
+    """`switchyard up` with no --python and no $SWITCHYARD_WORKER_PYTHON: the workers find
+    a Python with jaxlib themselves and say which, so jnp.linalg and colocated Python
+    work with nothing beyond the target `up` prints."""
+    env = {k: v for k, v in os.environ.items() if k != "SWITCHYARD_WORKER_PYTHON"}
+    up = spawn("up", "--workers=1", "--devices-per-worker=2", f"--pjrt_plugin={plugin}",
+               env={"SWITCHYARD_WORKER_PYTHON": ""})
+    line = up.wait_for("JAX_BACKEND_TARGET=")
+    printed = dict(word.split("=", 1) for word in line.split() if "=" in word)
+    assert set(printed) == {"JAX_PLATFORMS", "JAX_BACKEND_TARGET",
+                            "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS"}, line
+    assert printed["JAX_BACKEND_TARGET"].startswith("grpc://unix:/"), line
+    assert "Python for jaxlib's kernels and colocated Python: " in up.output, up.output
+    client = subprocess.run([sys.executable, "-c", PLAIN_UP_CLIENT],
+                            env={**env, **printed}, capture_output=True, text=True, timeout=300)
+    assert "LINALG OK" in client.stdout and "COLOCATED OK" in client.stdout, (
+        client.stdout + client.stderr[-3000:])
+
+
+def test_a_worker_without_a_python_says_how_to_get_one(spawn, plugin, tmp_path):
+    """Where no Python with jaxlib is found, the worker says so at start-up, and a program
+    that needs jaxlib's kernels fails naming the flag."""
+    up = spawn("up", "--workers=1", "--devices-per-worker=1", f"--pjrt_plugin={plugin}",
+               "--python=none")
+    line = up.wait_for("JAX_BACKEND_TARGET=")
+    assert "--python=none: jaxlib's kernels (jnp.linalg, ...) and colocated Python are off" \
+        in up.output, up.output
+    printed = dict(word.split("=", 1) for word in line.split() if "=" in word)
+    client = subprocess.run([sys.executable, "-c", PLAIN_UP_CLIENT],
+                            env={**os.environ, **printed}, capture_output=True, text=True,
+                            timeout=300)
+    assert "LINALG OK" not in client.stdout
+    assert "No FFI handler registered" in client.stderr and "--python=" in client.stderr, \
+        client.stderr[-3000:]
+
+
+def test_status_counts_the_restarts_a_supervisor_hides(spawn, plugin):
+    """`up` restarts a killed worker within a second, before the RM sees it down: the
+    RESTARTS column (and `restarts` in the JSON) is how an operator sees it."""
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
+        [host] = [h for s in c.status()["slices"] for h in s["hosts"]]
+        assert int(host["restarts"]) == 0 and int(host["last_restart_age_ms"]) == -1
+        os.kill(c.child_pid("worker", 0), signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while True:
+            [host] = [h for s in c.status()["slices"] for h in s["hosts"]]
+            if int(host["restarts"]) == 1 and host["healthy"]:
+                break
+            assert time.monotonic() < deadline, host
+            time.sleep(0.2)
+        table = subprocess.run([switchyard.find_binary(), "status",
+                                f"--resource_manager_address={c.rm_address}"],
+                               capture_output=True, text=True, timeout=30).stdout
+        assert "RESTARTS" in table.splitlines()[1], table
+        assert re.search(r"\b1 \(\d+s ago\)", table), table
