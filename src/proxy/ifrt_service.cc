@@ -120,7 +120,8 @@ grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
                               {request->max_version().protocol_version(),
                                request->max_version().ifrt_serdes_version_number()});
   if (!chosen.ok()) {
-    SY_LOG(Warning) << "refused client " << context->peer() << ": " << chosen.status().message();
+    SY_LOG(Warning) << "refused client " << PeerIdentity(context->peer()) << ": "
+                    << chosen.status().message();
     return ToGrpcStatus(chosen.status());
   }
   response->mutable_version()->set_protocol_version(chosen->protocol);
@@ -154,7 +155,7 @@ grpc::Status IfrtService::IfrtSession(
     const int64_t now_s = absl::ToUnixSeconds(absl::Now());
     int64_t logged_s = last_refusal_logged_s_.load();
     if (now_s - logged_s >= 10 && last_refusal_logged_s_.compare_exchange_strong(logged_s, now_s)) {
-      SY_LOG(Warning) << "refused a session from " << context->peer() << ": "
+      SY_LOG(Warning) << "refused a session from " << PeerIdentity(context->peer()) << ": "
                       << tenant.status().message() << " (" << refused_before + 1
                       << " refused so far)";
     }
@@ -168,13 +169,15 @@ grpc::Status IfrtService::IfrtSession(
     shapes = *std::move(asked);
   }
   auto store = std::make_shared<proxy::HostBufferStore>(options_.session_max_host_buffer_bytes);
+  // The client: its host over TCP, its process on a Unix socket (a log's "opened by").
+  const std::string client = PeerIdentity(context->peer());
   uint64_t session_id;
   {
     absl::MutexLock lock(&mutex_);
     do {
       session_id = absl::Uniform<uint64_t>(random_, 1, UINT64_MAX);
     } while (sessions_.count(session_id) > 0);
-    sessions_[session_id] = OpenSession{store, PeerIdentity(context->peer())};
+    sessions_[session_id] = OpenSession{store, client};
   }
   // Registered before the first request, so host-buffer RPCs find it at once.
   absl::Cleanup unregister = [&] {
@@ -188,7 +191,7 @@ grpc::Status IfrtService::IfrtSession(
   policy.num_elastic_slices = options_.num_elastic_slices;
   policy.max_arrays = options_.session_max_arrays;
   policy.storage_mount_root = options_.storage_mount_root;
-  SY_LOG(Info) << "session " << policy.label << " opened by " << context->peer() << " (protocol "
+  SY_LOG(Info) << "session " << policy.label << " opened by " << client << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   // A session of the shared pool waits for its slices before it answers Init: the
   // client sees its devices once they are placed.
