@@ -134,8 +134,8 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
-    parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache", "pool",
-                                           "shares", "transport"],
+    parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache",
+                                           "data_plane", "pool", "shares", "transport"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -152,7 +152,9 @@ def main():
                               render_colocated),
                 "transport": ("private Unix sockets against TCP, sandboxed sidecars against "
                               "unconfined", lambda: transport(2 if args.quick else 3),
-                              render_transport)}
+                              render_transport),
+                "data_plane": ("buffers between workers: the bulk data plane against gRPC",
+                               lambda: data_plane(2 if args.quick else 3), render_data_plane)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
@@ -575,6 +577,101 @@ def transport(rounds):
             handoff[name].append(result)
             print(f"sidecar {name}, round {round_ + 1}: {result}", flush=True)
     return {"runs": runs, "handoff": handoff}
+
+
+RAW_SENDER = """
+import socket, sys
+family, where, mib = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = memoryview(bytearray(mib << 20))
+if family == "unix":
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.connect(where)
+else:
+    s = socket.create_connection(("127.0.0.1", int(where)))
+s.sendall(data)
+s.close()
+"""
+
+
+def raw_stream(family, mib, reps):
+    """MB/s of one raw stream socket between two processes on this host (sendall into
+    recv_into a buffer allocated once): the ceiling a data plane over it can reach."""
+    import socket
+    best = 0.0
+    into = memoryview(bytearray(mib << 20))
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(reps):
+            if family == "unix":
+                where = os.path.join(tmp, "raw.sock")
+                server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                server.bind(where)
+            else:
+                server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                server.bind(("127.0.0.1", 0))
+                where = str(server.getsockname()[1])
+            server.listen(1)
+            sender = subprocess.Popen([sys.executable, "-c", RAW_SENDER, family, where, str(mib)])
+            conn, _ = server.accept()
+            t = time.perf_counter()
+            got = 0
+            while got < len(into):
+                n = conn.recv_into(into[got:])
+                if n == 0:
+                    break
+                got += n
+            best = max(best, mib * 1.048576 / (time.perf_counter() - t))
+            conn.close()
+            server.close()
+            sender.wait(timeout=60)
+            if family == "unix":
+                os.unlink(where)
+    return best
+
+
+def data_plane(rounds, sizes=(16, 64, 256)):
+    """A/B in one run, one binary, interleaved: buffers between workers on the bulk data
+    plane (the default) against gRPC (`--bulk_transfers=false`), on private Unix sockets
+    (the default) and on TCP; with raw stream sockets of the same host as the ceiling."""
+    tcp = dict(rm_port=0, proxy_port=0)
+    setups = {"unix grpc": dict(flags=("--bulk_transfers=false",)), "unix bulk": {},
+              "tcp grpc": dict(tcp, flags=("--worker_port=0", "--bulk_transfers=false")),
+              "tcp bulk": dict(tcp, flags=("--worker_port=0",))}
+    runs = {name: [] for name in setups}
+    raw = {"unix": [], "tcp": []}
+    for round_ in range(rounds):
+        for family in raw:
+            raw[family].append(raw_stream(family, max(sizes), 2))
+        for name, kwargs in setups.items():
+            with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE, **kwargs) as c:
+                row = case("proxy", "bandwidth", "--sizes", *sizes, "--reps", 3, env=c.env())
+            runs[name].append({m: v["d2d"] * 1.048576 for m, v in row.items()})
+            print(f"data plane {name}, round {round_ + 1}: {runs[name][-1]}", flush=True)
+        print(f"raw streams, round {round_ + 1}: {raw['unix'][-1]:.0f} {raw['tcp'][-1]:.0f}",
+              flush=True)
+    return {"runs": runs, "raw": raw, "sizes": list(map(str, sizes))}
+
+
+def render_data_plane(r):
+    d = r["data_plane"]
+    median = lambda values: sorted(values)[len(values) // 2]
+    raw = {family: median(values) for family, values in d["raw"].items()}
+    lines = ["## Buffers between workers: the bulk data plane against gRPC\n",
+             "`jax.device_put` of a uint8 array from a device of one worker to a device of "
+             "another (best of 3 per round, median of "
+             f"{len(d['raw']['unix'])} interleaved rounds), on a local cluster of 2 workers x "
+             f"{PER_SLICE} CPU devices: the bytes on gRPC (`--bulk_transfers=false`) and on the "
+             "bulk data plane (the default), with the cluster on private Unix sockets (the "
+             "default) and on TCP. Raw: one stream socket of the same kind between two "
+             f"processes, {d['sizes'][-1]} MiB sent into a buffer allocated once "
+             f"(Unix {raw['unix']:.0f} MB/s, TCP {raw['tcp']:.0f} MB/s).\n",
+             "| socket | MiB | gRPC MB/s | bulk MB/s | bulk / gRPC | gRPC / raw | bulk / raw |",
+             "|---|---|---|---|---|---|---|"]
+    for family in ("unix", "tcp"):
+        for mib in d["sizes"]:
+            g = median([row[mib] for row in d["runs"][f"{family} grpc"]])
+            b = median([row[mib] for row in d["runs"][f"{family} bulk"]])
+            lines.append(f"| {family} | {mib} | {g:.0f} | {b:.0f} | {b / g:.2f}x | "
+                         f"{g / raw[family]:.2f}x | {b / raw[family]:.2f}x |")
+    return "\n".join(lines) + "\n"
 
 
 def render_transport(r):

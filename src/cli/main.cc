@@ -41,6 +41,10 @@ ABSL_FLAG(std::string, python, "",
 ABSL_FLAG(std::string, sidecar_shm_directory, "/dev/shm",
           "Where workers and their colocated Python sidecars pass arrays: a memory-backed "
           "directory (in Kubernetes an emptyDir with medium Memory shared by both containers)");
+ABSL_FLAG(bool, bulk_transfers, true,
+          "worker: large buffers other workers read travel on a raw socket of their own (a "
+          "Unix socket beside --unix_socket, or a free TCP port when the fleet has no TLS), "
+          "each read allowed by a one-time ticket; false: over gRPC (docs/performance.md)");
 ABSL_FLAG(bool, sidecar_sandbox, true,
           "worker: run colocated Python sidecars in a sandbox (their own user, mount and PID "
           "namespaces): the fleet's key, sockets and compilation cache hidden, the file system "

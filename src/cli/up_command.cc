@@ -380,6 +380,7 @@ int RunUp(const char* argv0) {
              absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
              absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
              absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
+             absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
              absl::StrCat("--sidecar_writable_paths=",
                           absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
              absl::StrCat("--cpu_device_count=", devices)}));

@@ -68,6 +68,7 @@ int RunWorker() {
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
   options.sidecar_shm_directory = absl::GetFlag(FLAGS_sidecar_shm_directory);
   options.sidecar_sandbox = absl::GetFlag(FLAGS_sidecar_sandbox);
+  options.bulk_transfers = absl::GetFlag(FLAGS_bulk_transfers);
   options.sidecar_writable_paths = absl::GetFlag(FLAGS_sidecar_writable_paths);
   if (const std::string key = absl::GetFlag(FLAGS_tls_key_file); !key.empty()) {
     options.sidecar_hidden_paths.push_back(key);  // the fleet's identity

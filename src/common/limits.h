@@ -109,6 +109,25 @@ inline constexpr int64_t kSessionArraysDefault = int64_t{1} << 20;
 // Ended sessions a worker remembers, to drop their launches still on the way.
 inline constexpr int64_t kCancelledSessionsKept = 4096;
 
+// The bulk data plane (common/bulk_server.h). An offer's ticket is good this long from
+// the offer to the last byte read: the puller connects at once, so a short life keeps
+// a dead puller's buffer from being held. An idle peer (sending or taking nothing) ends
+// its transfer after kBulkIdleS. Connections served at once: a thread each.
+inline constexpr int64_t kBulkTicketS = 60;
+inline constexpr int64_t kBulkIdleS = 30;
+inline constexpr int64_t kBulkConnectionsMax = 64;
+inline constexpr int64_t kBulkOffersMax = 4096;
+// Buffers smaller than this go inline on gRPC: a connection per buffer costs more than
+// its bytes. Larger ones are split into streams of at least kBulkStreamBytes, at most
+// kBulkStreamsMax of them, each on its own connection and thread.
+inline constexpr int64_t kBulkMinBytes = int64_t{1} << 20;
+inline constexpr int64_t kBulkStreamBytes = int64_t{64} << 20;
+inline constexpr int64_t kBulkStreamsMax = 4;
+// A server copies ranges it cannot send in place through staging chunks of this size,
+// kept for the next transfer (no fresh pages per transfer).
+inline constexpr int64_t kBulkChunkBytes = int64_t{4} << 20;
+inline constexpr int64_t kBulkStagingKept = 8;
+
 // Deletions ride with the next operation to a worker; those still waiting are sent
 // this often, so a client that goes quiet after dropping arrays gets them freed.
 inline constexpr int64_t kDeleteFlushPeriodMs = 5;

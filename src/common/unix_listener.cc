@@ -84,6 +84,18 @@ absl::Status ClearStaleSocket(const std::string& path, const sockaddr_un& addres
 
 absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(const std::string& path,
                                                                   grpc::Server* server) {
+  return Start(path, [server](int fd, const PeerCredentials& peer) {
+    {
+      Peers& peers = AcceptedPeers();
+      absl::MutexLock lock(&peers.mutex);
+      peers.by_fd[fd] = peer;
+    }
+    grpc::AddInsecureChannelFromFd(server, fd);  // the server owns `fd` from here
+  });
+}
+
+absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(const std::string& path,
+                                                                  Take take) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (path.empty() || path[0] != '/' || path.size() >= sizeof(address.sun_path)) {
@@ -115,7 +127,7 @@ absl::StatusOr<std::unique_ptr<UnixListener>> UnixListener::Start(const std::str
     unlink(path.c_str());
     return absl::UnavailableError(error);
   }
-  std::unique_ptr<UnixListener> listener(new UnixListener(path, fd, server, st.st_ino));
+  std::unique_ptr<UnixListener> listener(new UnixListener(path, fd, std::move(take), st.st_ino));
   listener->thread_ = std::thread([raw = listener.get()] { raw->AcceptLoop(); });
   return listener;
 }
@@ -164,12 +176,7 @@ void UnixListener::AcceptLoop() {
       close(fd);
       continue;
     }
-    {
-      Peers& peers = AcceptedPeers();
-      absl::MutexLock lock(&peers.mutex);
-      peers.by_fd[fd] = PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
-    }
-    grpc::AddInsecureChannelFromFd(server_, fd);  // the server owns `fd` from here
+    take_(fd, PeerCredentials{credentials.pid, credentials.uid, credentials.gid});
   }
 }
 

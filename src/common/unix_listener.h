@@ -15,6 +15,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,10 @@ class UnixListener {
   // others may write it.
   static absl::StatusOr<std::unique_ptr<UnixListener>> Start(const std::string& path,
                                                              grpc::Server* server);
+  // The same door for a server of our own: `take` gets each admitted connection
+  // (non-blocking, close-on-exec) and owns it from then on. Called on the accept thread.
+  using Take = std::function<void(int fd, const PeerCredentials& peer)>;
+  static absl::StatusOr<std::unique_ptr<UnixListener>> Start(const std::string& path, Take take);
   // Stops accepting and removes the socket file (if it is still ours).
   ~UnixListener();
   UnixListener(const UnixListener&) = delete;
@@ -58,13 +63,13 @@ class UnixListener {
   int64_t refused() const { return refused_.load(); }
 
  private:
-  UnixListener(std::string path, int fd, grpc::Server* server, ino_t inode)
-      : path_(std::move(path)), fd_(fd), server_(server), inode_(inode) {}
+  UnixListener(std::string path, int fd, Take take, ino_t inode)
+      : path_(std::move(path)), fd_(fd), take_(std::move(take)), inode_(inode) {}
   void AcceptLoop();
 
   const std::string path_;
   const int fd_;
-  grpc::Server* const server_;
+  const Take take_;
   const ino_t inode_;  // of the socket file we made, so we never remove another's
   std::atomic<bool> stopping_{false};
   std::atomic<int64_t> refused_{0};

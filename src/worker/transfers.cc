@@ -1,15 +1,19 @@
 #include "worker/transfers.h"
 
 #include <cstring>
+#include <optional>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/bulk_client.h"
 #include "common/call_metadata.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
 #include "common/host_array.h"
 #include "common/limits.h"
+#include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/trace.h"
 #include "common/wire_numbers.h"
@@ -21,6 +25,27 @@ namespace {
 
 // A pull of one buffer from a peer, queueing behind the operations that make it.
 constexpr absl::Duration kTransferTimeout = absl::Minutes(10);
+// On a status from PullOffered: the data plane did not serve this pull; fetch over gRPC.
+constexpr char kFetchAgain[] = "switchyard.dev/fetch-again";
+
+// A stored buffer's bytes for the data plane: read range by range from the device
+// where the plugin allows it, else from one host copy made now.
+class BufferSource final : public bulk::Source {
+ public:
+  BufferSource(std::shared_ptr<const StoredBuffer> stored, std::unique_ptr<HostBytes> whole)
+      : stored_(std::move(stored)), whole_(std::move(whole)) {}
+  int64_t size() const override { return stored_->buffer->host_size_bytes(); }
+  absl::Span<const char> Contiguous() const override {
+    return whole_ == nullptr ? absl::Span<const char>() : whole_->span();
+  }
+  absl::Status Read(int64_t offset, absl::Span<char> out) const override {
+    return stored_->buffer->CopyRangeToHost(offset, out);
+  }
+
+ private:
+  std::shared_ptr<const StoredBuffer> stored_;
+  std::unique_ptr<HostBytes> whole_;
+};
 
 }  // namespace
 
@@ -38,6 +63,17 @@ absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header) {
                                                    header.size_bytes()));
   }
   return bytes;
+}
+
+absl::StatusOr<std::shared_ptr<const bulk::Source>> BulkSourceOf(
+    std::shared_ptr<const StoredBuffer> stored) {
+  if (stored->buffer == nullptr) return absl::FailedPreconditionError("not a device buffer");
+  std::unique_ptr<HostBytes> whole;
+  if (!stored->buffer->can_copy_ranges()) {
+    SY_ASSIGN_OR_RETURN(whole, HostBytes::Allocate(stored->buffer->host_size_bytes()));
+    SY_RETURN_IF_ERROR(stored->buffer->ToHost(absl::MakeSpan(whole->data(), whole->size())));
+  }
+  return std::make_shared<BufferSource>(std::move(stored), std::move(whole));
 }
 
 void Transfers::SetOwnAddress(std::string address) {
@@ -81,11 +117,35 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
   if (!IsMetadataValue(piece.source_boot())) {
     return absl::InvalidArgumentError("source_boot must be printable ASCII");
   }
+  absl::StatusOr<Source> pulled = Pull(piece, /*bulk=*/WantsBulk(address));
+  if (pulled.status().GetPayload(kFetchAgain).has_value()) {
+    pulled = Pull(piece, /*bulk=*/false);
+  }
+  if (!pulled.ok()) {
+    const absl::Status& status = pulled.status();
+    // A peer that cannot be reached took the source with it.
+    const absl::StatusCode code = absl::IsUnavailable(status) || absl::IsCancelled(status)
+                                      ? absl::StatusCode::kDataLoss
+                                      : status.code();
+    return absl::Status(code, absl::StrCat("pulling buffer ", buffer_id, " from worker ", address,
+                                           ": ", status.message()));
+  }
+  return pulled;
+}
+
+bool Transfers::WantsBulk(const std::string& address) {
+  absl::MutexLock lock(&mutex_);
+  return !no_bulk_.contains(address);
+}
+
+absl::StatusOr<Transfers::Source> Transfers::Pull(const BufferPiece& piece, bool bulk) {
+  const std::string& address = piece.source_address();
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
   if (!piece.source_boot().empty()) context.AddMetadata(kBootMetadata, piece.source_boot());
   GetBufferRequest request;
-  request.set_buffer_id(buffer_id);
+  request.set_buffer_id(piece.source_buffer_id());
+  request.set_bulk(bulk);
   if (piece.source_stream() != 0) {
     request.set_after_stream(piece.source_stream());
     request.set_after_seq(piece.source_seq());
@@ -93,7 +153,9 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
     request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
   }
   auto reader = Peer(address)->GetBuffer(&context, request);
+  Source source;
   GetBufferChunk chunk;
+  std::optional<BulkOffer> offer;
   size_t filled = 0;
   absl::Status bad;
   while (reader->Read(&chunk)) {
@@ -113,8 +175,14 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
       }
       source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
       source.bytes = *std::move(bytes);
+      if (chunk.has_offer()) {
+        // The bytes come on the data plane; the stream ends here.
+        offer = chunk.offer();
+        continue;
+      }
     }
-    if (source.bytes == nullptr || filled + chunk.data().size() > source.bytes->size()) {
+    if (source.bytes == nullptr || offer.has_value() ||
+        filled + chunk.data().size() > source.bytes->size()) {
       bad = absl::DataLossError("the peer sent more bytes than its header announced");
       context.TryCancel();
       break;
@@ -124,19 +192,48 @@ absl::StatusOr<Transfers::Source> Transfers::Fetch(const BufferPiece& piece) {
   }
   absl::Status status = FromGrpcStatus(reader->Finish());
   if (status.ok()) status = bad;
+  if (status.ok() && offer.has_value()) {
+    status = PullOffered(address, *offer, *source.bytes);
+    if (status.ok()) filled = source.bytes->size();
+  }
   if (status.ok() && (source.bytes == nullptr || filled != source.bytes->size())) {
     status = absl::DataLossError(absl::StrCat("the peer sent ", filled, " bytes of ",
                                               source.bytes ? source.bytes->size() : 0));
   }
-  if (!status.ok()) {
-    // A peer that cannot be reached took the source with it.
-    const absl::StatusCode code = absl::IsUnavailable(status) || absl::IsCancelled(status)
-                                      ? absl::StatusCode::kDataLoss
-                                      : status.code();
-    return absl::Status(code, absl::StrCat("pulling buffer ", buffer_id, " from worker ", address,
-                                           ": ", status.message()));
-  }
+  if (!status.ok()) return status;
   return source;
+}
+
+absl::Status Transfers::PullOffered(const std::string& peer, const BulkOffer& offer,
+                                    HostBytes& bytes) {
+  absl::StatusOr<bulk::Ticket> ticket = bulk::TicketFromBytes(offer.ticket());
+  if (!ticket.ok()) return absl::DataLossError(ticket.status().message());
+  trace::Scoped span(absl::StrCat("bulk pull ", bytes.size(), " bytes"), "transfer");
+  absl::Status status =
+      bulk::Pull(offer.address(), *ticket, absl::MakeSpan(bytes.data(), bytes.size()),
+                 bulk::StreamsFor(bytes.size()));
+  if (status.ok()) bulk_bytes_pulled_ += bytes.size();
+  if (absl::IsResourceExhausted(status) || absl::IsAborted(status)) {
+    // The peer serves as many transfers as it takes at once, or closed before it
+    // answered: nothing was read, and this one goes over gRPC.
+    ++bulk_fallbacks_;
+    status.SetPayload(kFetchAgain, absl::Cord("1"));
+  } else if (absl::IsUnavailable(status)) {
+    ++bulk_fallbacks_;
+    // Its data plane is out of our reach (another host's Unix socket, a firewall): this
+    // peer's bytes come over gRPC from now on.
+    bool first;
+    {
+      absl::MutexLock lock(&mutex_);
+      first = no_bulk_.insert(peer).second;
+    }
+    if (first) {
+      SY_LOG(Warning) << "bulk transfers from worker " << peer
+                      << " go over gRPC: " << status.message();
+    }
+    status.SetPayload(kFetchAgain, absl::Cord("1"));
+  }
+  return status;
 }
 
 absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t owner) {

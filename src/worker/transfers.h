@@ -3,12 +3,15 @@
 // Buffers made from pieces of other buffers: local copies, and pulls from peer
 // workers (bytes go worker to worker, streamed in chunks). Thread-safe.
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/bulk_tickets.h"
 #include "common/host_bytes.h"
 #include "pjrt/client.h"
 #include "switchyard/worker.grpc.pb.h"
@@ -20,6 +23,10 @@ namespace switchyard::worker {
 
 // Checks a header from the wire; returns the dense byte size it implies.
 absl::StatusOr<int64_t> CheckHeader(const BufferHeader& header);
+
+// A stored device buffer's bytes, for the bulk data plane to serve.
+absl::StatusOr<std::shared_ptr<const bulk::Source>> BulkSourceOf(
+    std::shared_ptr<const StoredBuffer> stored);
 
 class Transfers {
  public:
@@ -34,6 +41,11 @@ class Transfers {
   absl::Status Assemble(const AssembleBufferRequest& request, uint64_t owner = 0)
       ABSL_LOCKS_EXCLUDED(mutex_);
 
+  // For /metrics: bytes pulled on peers' data planes, and pulls that went back to gRPC
+  // because a data plane could not be reached.
+  int64_t bulk_bytes_pulled() const { return bulk_bytes_pulled_.load(); }
+  int64_t bulk_fallbacks() const { return bulk_fallbacks_.load(); }
+
  private:
   struct Source {
     std::vector<int64_t> dims;
@@ -41,6 +53,11 @@ class Transfers {
   };
   absl::Status Build(const AssembleBufferRequest& request, uint64_t owner);
   absl::StatusOr<Source> Fetch(const BufferPiece& piece);
+  // From a peer: over gRPC, or on its data plane when `bulk` and it offers that.
+  absl::StatusOr<Source> Pull(const BufferPiece& piece, bool bulk);
+  absl::Status PullOffered(const std::string& peer, const BulkOffer& offer, HostBytes& bytes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  bool WantsBulk(const std::string& address) ABSL_LOCKS_EXCLUDED(mutex_);
   Worker::Stub* Peer(const std::string& address) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const pjrt::Client* client_;
@@ -50,6 +67,10 @@ class Transfers {
   absl::Mutex mutex_;
   std::string own_address_ ABSL_GUARDED_BY(mutex_);
   std::map<std::string, std::unique_ptr<Worker::Stub>> peers_ ABSL_GUARDED_BY(mutex_);
+  // Peers whose data plane could not be reached: their bytes come over gRPC.
+  absl::flat_hash_set<std::string> no_bulk_ ABSL_GUARDED_BY(mutex_);
+  std::atomic<int64_t> bulk_bytes_pulled_{0};
+  std::atomic<int64_t> bulk_fallbacks_{0};
 };
 
 }  // namespace switchyard::worker

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "common/bulk_server.h"
 #include "common/grpc_server.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -212,6 +213,7 @@ class WorkerServerImpl final : public WorkerServer {
         service_->ReleaseExpiredOwners();
       }
     });
+    StartBulkServer(options);
     SY_ASSIGN_OR_RETURN(
         server_, StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
                                  {service_.get()}));
@@ -243,6 +245,33 @@ class WorkerServerImpl final : public WorkerServer {
                         MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,
                                                       [this] { return RenderMetrics(); }));
     return absl::OkStatus();
+  }
+
+  // The bulk data plane for reads of large buffers by other workers: on a Unix socket
+  // beside this worker's own, or on TCP where the fleet has no TLS (the data plane has
+  // no encryption; a TLS fleet's bytes stay on gRPC). Without one, bytes go over gRPC.
+  void StartBulkServer(const WorkerOptions& options) {
+    std::string listen;
+    if (!options.bulk_transfers || options.listen_host == kInProcessHost) return;
+    if (!options.unix_socket.empty()) {
+      listen = absl::StrCat(kUnixScheme, options.unix_socket, ".bulk");
+    } else if (FleetTlsEnabled()) {
+      SY_LOG(Info) << "buffers between workers go over gRPC: the fleet has TLS, and the bulk "
+                      "data plane has no encryption yet";
+      return;
+    } else {
+      listen = options.listen_host;
+    }
+    absl::StatusOr<std::unique_ptr<bulk::Server>> bulk =
+        bulk::Server::Start(listen, options.advertise_host);
+    if (!bulk.ok()) {
+      SY_LOG(Warning) << "no bulk data plane (buffers between workers go over gRPC): "
+                      << bulk.status().message();
+      return;
+    }
+    bulk_ = *std::move(bulk);
+    service_->SetBulkServer(bulk_.get());
+    SY_LOG(Info) << "bulk transfers on " << bulk_->address();
   }
 
   void OpenCompileCache(const WorkerOptions& options, const pjrt::Plugin& plugin) {
@@ -285,6 +314,22 @@ class WorkerServerImpl final : public WorkerServer {
              executor_->executions())
         .Add("switchyard_worker_registered", "gauge", "1 once the resource manager admitted us.",
              devices_->registered() ? 1 : 0);
+    if (bulk_ != nullptr) {
+      const bulk::Server::Stats served = bulk_->stats();
+      text.Add("switchyard_worker_bulk_bytes_served_total", "counter",
+               "Buffer bytes other workers read from this one's data plane.", served.bytes_served)
+          .Add("switchyard_worker_bulk_connections_total", "counter",
+               "Connections to this worker's data plane.", served.connections)
+          .Add("switchyard_worker_bulk_failures_total", "counter",
+               "Data-plane connections refused (bad request or ticket, too many) or broken.",
+               served.failed);
+    }
+    text.Add("switchyard_worker_bulk_bytes_pulled_total", "counter",
+             "Buffer bytes this worker read from other workers' data planes.",
+             transfers_->bulk_bytes_pulled())
+        .Add("switchyard_worker_bulk_fallbacks_total", "counter",
+             "Reads that went over gRPC because a peer's data plane could not be reached.",
+             transfers_->bulk_fallbacks());
     WorkerStats stats;
     executor_->AddStats(&stats);
     for (const auto& [tenant, seconds] : stats.device_seconds()) {
@@ -353,6 +398,7 @@ class WorkerServerImpl final : public WorkerServer {
       // The server object stays until we go: in-process channels to it (tests) must
       // find a server that refuses calls, not freed memory.
       served_ = true;
+      if (bulk_ != nullptr) bulk_->Stop();  // after the server: no offers come from now
       SY_LOG(Info) << "worker " << address_ << " stopped";
     }
   }
@@ -369,6 +415,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<ShardStorage> storage_;      // its writers finish before the buffers go
   std::unique_ptr<ColocatedCalls> colocated_;  // its sidecars stop before the buffers go
   std::unique_ptr<WorkerService> service_;
+  std::unique_ptr<bulk::Server> bulk_;  // its offers hold buffers: goes before the client
   StartedServer server_;
   std::string address_;
   std::unique_ptr<RmLink> rm_link_;

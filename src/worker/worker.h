@@ -20,6 +20,8 @@ struct WorkerOptions {
   // Non-empty: serve on this Unix socket (only this user gets in) instead of
   // listen_host:port, and register as unix:<path>; metrics stay on listen_host.
   std::string unix_socket;
+  // Buffers other workers read travel on the bulk data plane (common/bulk_server.h).
+  bool bulk_transfers = true;
   // Host name other processes use to reach this worker; defaults to `listen_host`.
   std::string advertise_host;
   std::string resource_manager_address = "127.0.0.1:29001";

@@ -304,6 +304,22 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
   absl::Status ready = buffer.AwaitReady();
   if (!ready.ok()) return ready;
   const int64_t size = buffer.host_size_bytes();
+  GetBufferChunk chunk;
+  BufferHeader* header = chunk.mutable_header();
+  header->set_buffer_id(request.buffer_id());
+  header->set_device_id((*stored)->device_id);
+  header->set_dtype(static_cast<DType>(buffer.dtype()));
+  header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
+  header->set_size_bytes(size);
+  header->set_memory_kind(buffer.memory_kind());
+  if (request.bulk() && size >= limits::kBulkMinBytes) {
+    if (absl::StatusOr<BulkOffer> offer = OfferBulk(*stored); offer.ok()) {
+      *chunk.mutable_offer() = *std::move(offer);
+      if (!writer->Write(chunk)) return absl::CancelledError("client went away");
+      return absl::OkStatus();
+    }
+    // No data plane here, or too many transfers open on it: the bytes go inline.
+  }
   // Each chunk is copied from the device straight into the message where the plugin
   // allows it; otherwise from one whole host copy.
   std::unique_ptr<HostBytes> whole;
@@ -314,14 +330,6 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
     absl::Status copied = buffer.ToHost(absl::MakeSpan(whole->data(), whole->size()));
     if (!copied.ok()) return copied;
   }
-  GetBufferChunk chunk;
-  BufferHeader* header = chunk.mutable_header();
-  header->set_buffer_id(request.buffer_id());
-  header->set_device_id((*stored)->device_id);
-  header->set_dtype(static_cast<DType>(buffer.dtype()));
-  header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-  header->set_size_bytes(size);
-  header->set_memory_kind(buffer.memory_kind());
   int64_t offset = 0;
   do {
     const int64_t n = std::min<int64_t>(limits::kBufferChunkBytes, size - offset);
@@ -338,6 +346,17 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
     offset += n;
   } while (offset < size);
   return absl::OkStatus();
+}
+
+absl::StatusOr<BulkOffer> WorkerService::OfferBulk(
+    const std::shared_ptr<const StoredBuffer>& stored) {
+  if (bulk_ == nullptr) return absl::UnavailableError("no data plane");
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const bulk::Source> source, BulkSourceOf(stored));
+  SY_ASSIGN_OR_RETURN(bulk::Ticket ticket, bulk_->Offer(std::move(source)));
+  BulkOffer offer;
+  offer.set_ticket(std::string(bulk::TicketBytes(ticket)));
+  offer.set_address(bulk_->address());
+  return offer;
 }
 
 absl::Status WorkerService::ServeStrings(uint64_t id, const StoredBuffer& stored,

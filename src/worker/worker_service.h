@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "common/bulk_server.h"
 #include "common/limits.h"
 #include "pjrt/client.h"
 #include "switchyard/worker.grpc.pb.h"
@@ -48,6 +49,9 @@ class WorkerService final : public ::switchyard::Worker::Service {
 
   // The address is known only once the server has bound its port.
   void SetAddress(std::string address) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Where reads that ask for it get their bytes (GetBufferRequest.bulk); null: inline.
+  // Set before the server starts; outlives it.
+  void SetBulkServer(bulk::Server* bulk) { bulk_ = bulk; }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const GetInfoRequest* request,
                        GetInfoResponse* response) override;
@@ -95,6 +99,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
                             grpc::ServerWriter<GetBufferChunk>* writer);
   absl::Status ServeBuffer(grpc::ServerContext* context, const GetBufferRequest& request,
                            grpc::ServerWriter<GetBufferChunk>* writer);
+  absl::StatusOr<BulkOffer> OfferBulk(const std::shared_ptr<const StoredBuffer>& stored);
 
   const WorkerIdentity identity_;
   absl::Mutex mutex_;
@@ -108,6 +113,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   HostCallbacks* callbacks_;   // may be null
   ShardStorage* storage_;      // may be null: saves and loads are refused
   ColocatedCalls* colocated_;  // may be null: colocated Python is refused
+  bulk::Server* bulk_ = nullptr;
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };

@@ -1,0 +1,28 @@
+#pragma once
+
+// The pulling end of the bulk data plane (see bulk_server.h): the bytes of an offered
+// buffer, read over one or several connections at once straight into their final
+// memory.
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "common/bulk_wire.h"
+
+namespace switchyard::bulk {
+
+// Reads the whole offer into `out` (its size is the buffer's), split into `streams`
+// ranges read at once. UNAVAILABLE when the server cannot be reached at all, ABORTED
+// when it closed (or went quiet) before answering: nothing was read, and the caller may
+// fetch another way. DATA_LOSS when a transfer broke after its answer; the server's own
+// code and sentence when it refused (an expired ticket: PERMISSION_DENIED; too many
+// transfers at once: RESOURCE_EXHAUSTED).
+absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<char> out,
+                  int streams);
+
+// How many streams a buffer of `bytes` is worth: one per limits::kBulkStreamBytes, at
+// most limits::kBulkStreamsMax.
+int StreamsFor(int64_t bytes);
+
+}  // namespace switchyard::bulk
