@@ -19,6 +19,7 @@ ABSL_DECLARE_FLAG(std::string, python);
 ABSL_DECLARE_FLAG(std::string, sidecar_shm_directory);
 ABSL_DECLARE_FLAG(bool, sidecar_sandbox);
 ABSL_DECLARE_FLAG(bool, bulk_transfers);
+ABSL_DECLARE_FLAG(int32_t, bulk_port);
 ABSL_DECLARE_FLAG(std::vector<std::string>, sidecar_writable_paths);
 ABSL_DECLARE_FLAG(int, metrics_port);
 ABSL_DECLARE_FLAG(std::string, gcs_scratch_location);

@@ -51,6 +51,7 @@ const std::vector<CommandHelp>& Commands() {
         "sidecar_shm_directory",
         "sidecar_sandbox",
         "bulk_transfers",
+        "bulk_port",
         "sidecar_writable_paths",
         "register_timeout_s",
         "metrics_port",

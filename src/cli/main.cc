@@ -45,6 +45,9 @@ ABSL_FLAG(bool, bulk_transfers, true,
           "worker: large buffers other workers read travel on a raw socket of their own (a "
           "Unix socket beside --unix_socket, or a free TCP port when the fleet has no TLS), "
           "each read allowed by a one-time ticket; false: over gRPC (docs/performance.md)");
+ABSL_FLAG(int32_t, bulk_port, 0,
+          "worker: the TCP port of the bulk data plane (where the fleet has no TLS and no "
+          "--unix_socket); 0: a free one, logged at start. For firewalls between hosts");
 ABSL_FLAG(bool, sidecar_sandbox, true,
           "worker: run colocated Python sidecars in a sandbox (their own user, mount and PID "
           "namespaces): the fleet's key, sockets and compilation cache hidden, the file system "

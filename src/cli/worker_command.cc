@@ -69,6 +69,7 @@ int RunWorker() {
   options.sidecar_shm_directory = absl::GetFlag(FLAGS_sidecar_shm_directory);
   options.sidecar_sandbox = absl::GetFlag(FLAGS_sidecar_sandbox);
   options.bulk_transfers = absl::GetFlag(FLAGS_bulk_transfers);
+  options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
   options.sidecar_writable_paths = absl::GetFlag(FLAGS_sidecar_writable_paths);
   if (const std::string key = absl::GetFlag(FLAGS_tls_key_file); !key.empty()) {
     options.sidecar_hidden_paths.push_back(key);  // the fleet's identity

@@ -22,7 +22,7 @@ namespace {
 
 std::string Errno(absl::string_view what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
-// A listening TCP socket on `host` with a free port.
+// A listening TCP socket on `host` at `*port` (0: a free one, then set).
 absl::StatusOr<int> ListenTcp(const std::string& host, int* port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -30,7 +30,8 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int* port) {
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   const std::string bare = std::string(absl::StripSuffix(absl::StripPrefix(host, "["), "]"));
-  if (const int error = getaddrinfo(bare.empty() ? nullptr : bare.c_str(), "0", &hints, &found);
+  if (const int error = getaddrinfo(bare.empty() ? nullptr : bare.c_str(),
+                                    absl::StrCat(*port).c_str(), &hints, &found);
       error != 0) {
     return absl::UnavailableError(
         absl::StrCat("bulk transfers cannot listen on '", host, "': ", gai_strerror(error)));
@@ -48,7 +49,8 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int* port) {
     socklen_t length = sizeof(bound);
     if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 || listen(fd, SOMAXCONN) != 0 ||
         getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-      last = absl::UnavailableError(Errno(absl::StrCat("bulk transfers on '", host, "'")));
+      last = absl::UnavailableError(
+          Errno(absl::StrCat("bulk transfers on '", host, "' port ", *port)));
       close(fd);
       continue;
     }
@@ -64,7 +66,7 @@ absl::StatusOr<int> ListenTcp(const std::string& host, int* port) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
-                                                      const std::string& advertise_host) {
+                                                      const std::string& advertise_host, int port) {
   std::unique_ptr<Server> server(new Server);
   if (absl::StartsWith(listen, kUnixScheme)) {
     const std::string path(absl::StripPrefix(listen, kUnixScheme));
@@ -74,7 +76,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const std::string& listen,
     server->unix_listener_ = *std::move(listener);
     server->address_ = listen;
   } else {
-    int port = 0;
+    if (port < 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("no TCP port ", port));
+    }
     absl::StatusOr<int> fd = ListenTcp(listen, &port);
     if (!fd.ok()) return fd.status();
     server->tcp_fd_ = *fd;

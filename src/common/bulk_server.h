@@ -34,9 +34,11 @@ namespace switchyard::bulk {
 class Server {
  public:
   // "unix:<path>" (a socket only this user and root may use; see UnixListener), or a
-  // TCP host to listen on with a free port, offered as `advertise_host` (or the host).
+  // TCP host to listen on at `port` (0: a free one), offered as `advertise_host` (or the
+  // host). UNAVAILABLE when it cannot listen there.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const std::string& listen,
-                                                       const std::string& advertise_host = "");
+                                                       const std::string& advertise_host = "",
+                                                       int port = 0);
   ~Server();
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;

@@ -22,6 +22,9 @@ struct WorkerOptions {
   std::string unix_socket;
   // Buffers other workers read travel on the bulk data plane (common/bulk_server.h).
   bool bulk_transfers = true;
+  // Its TCP port (no Unix socket, no TLS); 0: a free one. A port that cannot be had
+  // stops the worker from starting: the operator asked for it.
+  int bulk_port = 0;
   // Host name other processes use to reach this worker; defaults to `listen_host`.
   std::string advertise_host;
   std::string resource_manager_address = "127.0.0.1:29001";

@@ -188,3 +188,17 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
     assert "SURVIVOR 4.0" in out, out
     assert workers[1].proc.poll() is None, workers[1].output[-3000:]
     scrape(workers[1])  # and answers
+
+
+def test_a_chosen_bulk_port_is_used_and_a_taken_one_stops_the_worker(spawn, plugin, rm):
+    port = free_port()
+    worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}", "--cpu_device_count=2", f"--bulk_port={port}")
+    assert f"bulk transfers on 127.0.0.1:{port}" in worker.wait_for("bulk transfers on")
+    worker.wait_for("registered with the resource manager")
+    second = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                   "--slice_index=1", f"--pjrt_plugin={plugin}", "--cpu_device_count=2",
+                   f"--bulk_port={port}")
+    assert second.wait_exit() != 0
+    assert f"--bulk_port={port}" in second.output and "Address already in use" in second.output, \
+        second.output[-2000:]

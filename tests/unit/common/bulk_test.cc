@@ -242,6 +242,25 @@ TEST_P(BulkServerTest, AStoppedServerBreaksItsTransfersAndIsUnavailable) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
 }
 
+TEST(BulkServerPortTest, AChosenPortIsUsedAndATakenOneIsUnavailable) {
+  auto free = Server::Start("127.0.0.1");
+  ASSERT_TRUE(free.ok()) << free.status();
+  const std::string address = (*free)->address();
+  const int port = std::stoi(address.substr(address.rfind(':') + 1));
+  // Taken (by the first server).
+  auto taken = Server::Start("127.0.0.1", "", port);
+  EXPECT_EQ(taken.status().code(), absl::StatusCode::kUnavailable) << taken.status();
+  EXPECT_NE(taken.status().message().find(absl::StrCat("port ", port)), std::string::npos);
+  (*free)->Stop();
+  free->reset();
+  // Free again: had, and offered as asked.
+  auto chosen = Server::Start("127.0.0.1", "localhost", port);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_EQ((*chosen)->address(), absl::StrCat("localhost:", port));
+  EXPECT_EQ(Server::Start("127.0.0.1", "", 70000).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 INSTANTIATE_TEST_SUITE_P(UnixAndTcp, BulkServerTest, ::testing::Bool(),
                          [](const auto& info) { return info.param ? "Unix" : "Tcp"; });
 
