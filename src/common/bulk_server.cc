@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/accept.h"
 #include "common/bulk_socket.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -137,22 +138,17 @@ void Server::ExpireLoop() {
 
 void Server::AcceptTcp() {
   NameThisThread("sy-bulk-accept");
-  while (!stopping_.HasBeenNotified()) {
-    const int fd = accept4(tcp_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (stopping_.HasBeenNotified()) return;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        SY_LOG(Warning) << "bulk accept on " << address_ << ": " << std::strerror(errno);
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
+  while (true) {
+    const absl::StatusOr<int> accepted =
+        AcceptNext(tcp_fd_, SOCK_CLOEXEC, address_, [this] { return stopping_.HasBeenNotified(); });
+    if (!accepted.ok()) {
+      if (!absl::IsCancelled(accepted.status())) {
+        SY_LOG(Error) << accepted.status().message() << "; bytes go over gRPC from now on";
+        accepting_ = false;  // no offer names a door nobody opens
       }
-      SY_LOG(Error) << "bulk accept on " << address_
-                    << " failed; bytes go over gRPC from now on: " << std::strerror(errno);
-      accepting_ = false;  // no offer names a door nobody opens
       return;
     }
-    Take(fd);
+    Take(*accepted);
   }
 }
 

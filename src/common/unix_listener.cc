@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/accept.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 #include "grpcpp/server.h"
@@ -147,21 +148,16 @@ void UnixListener::AcceptLoop() {
   NameThisThread("sy-unix-accept");
   const uid_t self = geteuid();
   absl::Time last_refusal_logged = absl::InfinitePast();
-  while (!stopping_.load()) {
-    const int fd = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (stopping_.load()) return;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        // Out of descriptors or memory: a pause, not a spin, until some are freed.
-        SY_LOG(Warning) << "accept on " << path_ << ": " << std::strerror(errno);
-        absl::SleepFor(absl::Milliseconds(100));
-        continue;
+  while (true) {
+    const absl::StatusOr<int> accepted =
+        AcceptNext(fd_, SOCK_NONBLOCK | SOCK_CLOEXEC, path_, [this] { return stopping_.load(); });
+    if (!accepted.ok()) {
+      if (!absl::IsCancelled(accepted.status())) {
+        SY_LOG(Error) << accepted.status().message() << "; no more connections";
       }
-      SY_LOG(Error) << "accept on " << path_
-                    << " failed; no more connections: " << std::strerror(errno);
       return;
     }
+    const int fd = *accepted;
     ucred credentials{};
     socklen_t size = sizeof(credentials);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) != 0 ||
