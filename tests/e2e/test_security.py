@@ -132,8 +132,9 @@ PROBE = """
         s.connect(target)
     except OSError as e:
         print("REFUSED", type(e).__name__); sys.exit(0)
-    # Connected: an HTTP/2 server that took us would answer our preface with its settings.
-    s.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes(9))
+    # Connected: an HTTP/2 server that took us would answer our preface with its settings,
+    # and a worker's data plane these 40 bytes (a request's size) with a refusal.
+    s.sendall(b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + bytes(16))
     try:
         print("ANSWERED" if s.recv(1) else "REFUSED closed")
     except OSError as e:
