@@ -14,8 +14,9 @@
 namespace switchyard::bulk {
 namespace {
 
+// `arrived`, when given, hears the bytes in place from the start of `out` as they come.
 absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_t offset,
-                       absl::Span<char> out) {
+                       absl::Span<char> out, const Arrived* arrived = nullptr) {
   absl::StatusOr<int> fd = Connect(address, absl::Seconds(limits::kBulkIdleS));
   if (!fd.ok()) return fd.status();
   const absl::Status sent = WriteAll(*fd, EncodeRequest(Request{ticket, offset, out.size()}));
@@ -38,8 +39,14 @@ absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_
     std::string message(reply->message_bytes, '\0');
     status = ReadAll(*fd, absl::MakeSpan(message.data(), message.size()));
     status = absl::Status(reply->code, status.ok() ? message : "(its reason was cut off)");
-  } else {
+  } else if (arrived == nullptr) {
     status = ReadAll(*fd, out);
+  } else {
+    for (size_t done = 0; status.ok() && done < out.size();) {
+      const size_t n = std::min<size_t>(limits::kBulkChunkBytes, out.size() - done);
+      status = ReadAll(*fd, out.subspan(done, n));
+      if (status.ok()) (*arrived)(done += n);
+    }
   }
   close(*fd);
   // Once connected, anything short of the bytes is a broken transfer.
@@ -87,6 +94,12 @@ absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<c
     if (!result.ok()) return result;
   }
   return absl::OkStatus();
+}
+
+absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
+                         const Arrived& arrived) {
+  if (out.empty()) return absl::OkStatus();
+  return PullRange(address, ticket, 0, out, &arrived);
 }
 
 }  // namespace switchyard::bulk

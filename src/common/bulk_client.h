@@ -4,6 +4,8 @@
 // buffer, read over one or several connections at once straight into their final
 // memory.
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -20,6 +22,13 @@ namespace switchyard::bulk {
 // transfers at once: RESOURCE_EXHAUSTED).
 absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<char> out,
                   int streams);
+
+// As Pull on one stream, in order, telling `arrived` how many bytes from the start of
+// `out` are in place each time another limits::kBulkChunkBytes (or the last) landed:
+// a reader can pass the first bytes on while the rest still come.
+using Arrived = std::function<void(uint64_t)>;
+absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
+                         const Arrived& arrived);
 
 // How many streams a buffer of `bytes` is worth: one per limits::kBulkStreamBytes, at
 // most limits::kBulkStreamsMax.

@@ -44,6 +44,21 @@ absl::Status HostBuffer::Append(absl::string_view bytes) {
   return absl::OkStatus();
 }
 
+absl::Span<char> HostBuffer::Space() {
+  absl::MutexLock lock(&mutex_);
+  if (bytes_ == nullptr || size_ < 0) return {};
+  return absl::MakeSpan(bytes_->data(), size_);
+}
+
+absl::Status HostBuffer::Arrived(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  if (finished_ || bytes_ == nullptr || bytes < arrived_ || bytes > size_) {
+    return absl::DataLossError("host buffer larger than its declared buffer_size");
+  }
+  arrived_ = bytes;
+  return absl::OkStatus();
+}
+
 void HostBuffer::Finish(absl::Status status) {
   absl::MutexLock lock(&mutex_);
   if (finished_) return;

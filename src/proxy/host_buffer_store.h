@@ -16,6 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "common/host_bytes.h"
 
 namespace switchyard::proxy {
@@ -39,6 +40,11 @@ class HostBuffer {
   int64_t size() const { return size_ < 0 ? 0 : size_; }
   // DATA_LOSS past the declared size.
   absl::Status Append(absl::string_view bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  // For the one writer of a buffer arriving in place, instead of `Append`: its whole
+  // space, which the writer fills from the start and then says, with `Arrived`, how many
+  // bytes from the start hold data (never fewer than before).
+  absl::Span<char> Space() ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Arrived(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the upload; a short one or `status` fails every reader.
   void Finish(absl::Status status = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mutex_);
   // Completes a buffer arriving in one piece; DATA_LOSS for the wrong size (any size

@@ -11,6 +11,7 @@
 #include "proxy/fleet.h"
 #include "proxy/host_callbacks.h"
 #include "proxy/ifrt_service.h"
+#include "proxy/worker_calls.h"
 #include "proxy/worker_connection.h"
 
 namespace switchyard::proxy {
@@ -48,7 +49,16 @@ class ProxyServerImpl final : public ProxyServer {
                                    service_->client_bytes_in(), MetricLabel("direction", "in"))
                               .Add("switchyard_proxy_client_bytes_total", "counter",
                                    "Bytes of host buffers to clients.",
-                                   service_->client_bytes_out(), MetricLabel("direction", "out"));
+                                   service_->client_bytes_out(), MetricLabel("direction", "out"))
+                              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
+                                   "Bytes of buffers read from workers, by path.",
+                                   BufferReads().bulk_bytes.load(), MetricLabel("path", "bulk"))
+                              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
+                                   "Bytes of buffers read from workers, by path.",
+                                   BufferReads().inline_bytes.load(), MetricLabel("path", "grpc"))
+                              .Add("switchyard_proxy_bulk_fallbacks_total", "counter",
+                                   "Data-plane offers read over gRPC instead.",
+                                   BufferReads().fallbacks.load());
                           return text.str();
                         }));
     return absl::OkStatus();

@@ -5,6 +5,7 @@
 // DATA_LOSS (its connection's epoch ends). Launches, transfers and deletions go on the
 // ordered operation stream instead (`WorkerConnection::Send`).
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,11 +43,21 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
 absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, uint64_t buffer_id,
                                                      const WorkerConnection::Ticket& ticket,
                                                      CallSet* calls = nullptr);
-// The same read, appended chunk by chunk to `into` (of the buffer's size) as it comes,
+// The same read, appended piece by piece to `into` (of the buffer's size) as it comes,
 // so that a reader of `into` can pass the first bytes on while the rest arrive. Does
 // not finish `into`.
 absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
                           const WorkerConnection::Ticket& ticket, CallSet* calls, HostBuffer& into);
+
+// Reads take a buffer's bytes from the worker's data plane (common/bulk_server.h) when
+// it offers them and the plane can be reached from here, inline over gRPC otherwise.
+// What they took, process-wide (for /metrics).
+struct ReadCounts {
+  std::atomic<int64_t> bulk_bytes{0};    // on the data plane
+  std::atomic<int64_t> inline_bytes{0};  // over gRPC
+  std::atomic<int64_t> fallbacks{0};     // offers not served, read inline instead
+};
+ReadCounts& BufferReads();
 
 struct Compiled {
   CompileResponse response;

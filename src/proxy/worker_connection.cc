@@ -68,6 +68,18 @@ std::string WorkerConnection::address() const {
   return address_;
 }
 
+bool WorkerConnection::BulkReachable() const {
+  absl::MutexLock lock(&mutex_);
+  return bulk_unreachable_at_.empty() || bulk_unreachable_at_ != address_;
+}
+
+bool WorkerConnection::MarkBulkUnreachable() {
+  absl::MutexLock lock(&mutex_);
+  if (bulk_unreachable_at_ == address_) return false;
+  bulk_unreachable_at_ = address_;
+  return true;
+}
+
 std::string WorkerConnection::boot_id() const {
   absl::MutexLock lock(&mutex_);
   return boot_id_;

@@ -82,6 +82,12 @@ class WorkerConnection {
   // worker (GetInfo, short deadline) and comes up if it answers with that boot: the
   // stream broke but the process lives. Blocks for the probe; called by the fleet.
   void ProbeIfDown() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // Whether this worker's buffers may come on its data plane (common/bulk_server.h):
+  // yes until a read found the plane out of reach from here (another host's Unix
+  // socket, a firewall), for as long as the worker keeps its address.
+  bool BulkReachable() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The plane was out of reach; true the first time for this address (to log once).
+  bool MarkBulkUnreachable() ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
   // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
   // waits on it, once its stream is cancelled.
@@ -197,6 +203,7 @@ class WorkerConnection {
   HostView view_ ABSL_GUARDED_BY(mutex_);  // the RM's latest
   std::string address_ ABSL_GUARDED_BY(mutex_);
   std::string boot_id_ ABSL_GUARDED_BY(mutex_);
+  std::string bulk_unreachable_at_ ABSL_GUARDED_BY(mutex_);  // an address; empty: none
   std::shared_ptr<Worker::Stub> stub_ ABSL_GUARDED_BY(mutex_);
   bool up_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mutex_) = 1;

@@ -39,6 +39,18 @@ a = rng.standard_normal((1024, 1024), dtype=np.float32)
 m0, m1 = Mesh(np.array(s0), ("x",)), Mesh(np.array(s1), ("x",))
 z = jax.device_put(jax.device_put(a, NamedSharding(m0, P("x"))), NamedSharding(m1, P(None, "x")))
 np.testing.assert_array_equal(np.asarray(z), a)
+# Fetches to the client: the proxy reads these from the worker's data plane (from
+# 1 MiB), every dtype, sizes around the floor and the plane's chunks, sharded too.
+for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**20), (np.uint8, 2**20 - 1), (np.int16, 5 * 2**19 + 3),
+                 (np.float16, 2**20 + 1), (jax.numpy.bfloat16, 3 * 2**20 + 5), (np.int32, 2**20 + 7),
+                 (np.uint32, 2**18), (np.float32, 9 * 2**18 + 1), (np.complex64, 2**18 + 3),
+                 (np.uint8, 0), (np.uint8, 1)]:
+    v = rng.integers(0, 2, n).astype(dtype) if dtype == np.bool_ else \
+        (rng.standard_normal(n) * 100).astype(dtype)
+    got = np.asarray(jax.device_put(v, s1[0]))
+    assert got.dtype == v.dtype and got.tobytes() == v.tobytes(), (dtype, n)
+wide = rng.standard_normal((4096, 512), dtype=np.float32)
+np.testing.assert_array_equal(np.asarray(jax.device_put(wide, NamedSharding(m0, P("x"))) * 1), wide)
 # Small buffers stay on gRPC (below the data plane's floor) and are just as exact.
 small = np.arange(1000, dtype=np.int32)
 np.testing.assert_array_equal(np.asarray(jax.device_put(jax.device_put(small, s0[0]), s1[0])),
@@ -82,7 +94,7 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     proxy = spawn("proxy", f"--server_port={proxy_port}",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}")
+                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
     proxy.wait_for("proxy listening")
 
     if plane != "off":
@@ -112,13 +124,52 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
     served = sum(m.get("switchyard_worker_bulk_bytes_served_total", 0) for m in metrics)
     pulled = sum(m["switchyard_worker_bulk_bytes_pulled_total"] for m in metrics)
     assert sum(m["switchyard_worker_bulk_fallbacks_total"] for m in metrics) == 0
+    p = scrape(proxy)
+    proxy_bulk = p['switchyard_proxy_worker_bytes_read_total{path="bulk"}']
+    assert p["switchyard_proxy_bulk_fallbacks_total"] == 0
+    assert p['switchyard_proxy_worker_bytes_read_total{path="grpc"}'] > 0  # the small ones
     if plane == "off":
-        assert served == 0 and pulled == 0
+        assert served == 0 and pulled == 0 and proxy_bulk == 0
         assert all("switchyard_worker_bulk_bytes_served_total" not in m for m in metrics)
     else:
-        # At least both big moves, and every byte served was a byte pulled.
-        assert pulled == served and served >= 2 * BIG, metrics
+        # At least both big moves and the big fetches, and every byte served was a byte
+        # pulled, by a worker or by the proxy.
+        assert served == pulled + proxy_bulk and pulled >= 2 * BIG, (metrics, p)
+        assert proxy_bulk >= 2 * BIG + 4096 * 512 * 4, p
         assert sum(m["switchyard_worker_bulk_failures_total"] for m in metrics) == 2  # strangers
+
+
+def test_a_data_plane_out_of_the_proxys_reach_sends_the_bytes_over_grpc(spawn, plugin, tmp_path):
+    rm_port, proxy_port = free_port(), free_port()
+    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+                   f"--unix_socket={tmp_path}/w.sock", f"--pjrt_plugin={plugin}",
+                   "--cpu_device_count=2", "--metrics_port=0")
+    worker.wait_for("registered with the resource manager")
+    # As if the worker were on another host: its plane's socket is not there to reach.
+    os.unlink(f"{tmp_path}/w.sock.bulk")
+    proxy = spawn("proxy", f"--server_port={proxy_port}",
+                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+    proxy.wait_for("proxy listening")
+    client = """
+import jax, numpy as np, switchyard
+switchyard.initialize()
+a = np.arange(3 << 20, dtype=np.uint8)
+for k in range(3):
+    np.testing.assert_array_equal(np.asarray(jax.device_put(a, jax.devices()[k % 2]) + k), a + k)
+print("OK")
+"""
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
+    out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
+    p = scrape(proxy)
+    # Tried once, then never again for this worker: each fetch came over gRPC.
+    assert p["switchyard_proxy_bulk_fallbacks_total"] == 1, p
+    assert p['switchyard_proxy_worker_bytes_read_total{path="bulk"}'] == 0
+    assert p['switchyard_proxy_worker_bytes_read_total{path="grpc"}'] >= 3 * (3 << 20)
+    assert proxy.output.count("its data plane is out of reach") == 1, proxy.output[-3000:]
 
 
 MOVER = """
@@ -135,11 +186,16 @@ expected = int(a.sum(dtype=np.uint32))
 print("MOVING", flush=True)
 deadline = time.monotonic() + 60
 moves = 0
+fetch = sys.argv[1] == "fetch"
 while time.monotonic() < deadline:
     try:
-        y = jax.device_put(x, s1[0])
-        # Checked where it lands (a fetch to the client would take most of the time).
-        assert int(checksum(y)) == expected  # whole, or an error: never part
+        if fetch:  # to the client, through the proxy's reads from the holder
+            y = x + np.uint8(moves % 7)
+            assert (np.asarray(y) == a + np.uint8(moves % 7)).all()  # whole, or an error
+        else:
+            y = jax.device_put(x, s1[0])
+            # Checked where it lands (a fetch to the client would take most of the time).
+            assert int(checksum(y)) == expected  # whole, or an error: never part
         moves += 1
     except Exception as e:
         print("FAILED", moves, str(e).replace("\\n", " ")[:600], flush=True)
@@ -150,9 +206,9 @@ print("SURVIVOR", float(np.asarray(z).sum()), flush=True)
 """
 
 
-@pytest.mark.parametrize("plane", ["tcp", "unix"])
+@pytest.mark.parametrize("plane,what", [("tcp", "move"), ("unix", "move"), ("unix", "fetch")])
 def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
-        spawn, plugin, tmp_path, plane):
+        spawn, plugin, tmp_path, plane, what):
     rm_port, proxy_port = free_port(), free_port()
     spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
     workers = []
@@ -169,7 +225,7 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
     proxy.wait_for("proxy listening")
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
            "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
-    client = subprocess.Popen([sys.executable, "-c", MOVER], env=env, text=True,
+    client = subprocess.Popen([sys.executable, "-c", MOVER, what], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert client.stdout.readline().strip() == "MOVING"

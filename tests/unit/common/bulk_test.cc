@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -170,6 +171,34 @@ TEST_P(BulkServerTest, BytesArriveExactInEveryShape) {
     }
   }
   EXPECT_TRUE(Pull(server_->address(), NewTicket(), {}, 1).ok());  // nothing to read
+}
+
+TEST_P(BulkServerTest, InOrderPullsSayWhatLandedAsItLands) {
+  const size_t size = (size_t{9} << 20) + 7;
+  auto source = std::make_shared<Bytes>(size);
+  absl::StatusOr<Ticket> ticket = server_->Offer(source);
+  ASSERT_TRUE(ticket.ok());
+  std::vector<char> out(size, 0);
+  std::vector<uint64_t> said;
+  ASSERT_TRUE(PullInOrder(server_->address(), *ticket, absl::MakeSpan(out), [&](uint64_t n) {
+                // Every byte it names is already in place.
+                EXPECT_EQ(std::memcmp(out.data(), source->bytes().data(), n), 0) << n;
+                said.push_back(n);
+              }).ok());
+  EXPECT_TRUE(out == source->bytes());
+  ASSERT_EQ(said.size(), 3u);  // 4 MiB, 8 MiB, all
+  EXPECT_EQ(said.back(), size);
+  EXPECT_TRUE(std::is_sorted(said.begin(), said.end()));
+  // A failure midway says only what did land.
+  auto failing = std::make_shared<Bytes>(size_t{16} << 20, /*contiguous=*/false, int64_t{8} << 20);
+  ticket = server_->Offer(failing);
+  ASSERT_TRUE(ticket.ok());
+  out.assign(failing->size(), 0);
+  said.clear();
+  const absl::Status broken = PullInOrder(server_->address(), *ticket, absl::MakeSpan(out),
+                                          [&](uint64_t n) { said.push_back(n); });
+  EXPECT_EQ(broken.code(), absl::StatusCode::kDataLoss) << broken;
+  EXPECT_TRUE(said.empty() || said.back() <= (uint64_t{8} << 20));
 }
 
 TEST_P(BulkServerTest, StrangersAndGuessersGetNothingAndTheServerStaysUp) {

@@ -78,6 +78,27 @@ TEST(HostBufferStoreTest, AnUploadIsReadableWhileItArrives) {
   EXPECT_EQ((*upload)->Append("g").code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(HostBufferStoreTest, AWriterInPlaceSaysWhatArrived) {
+  HostBufferStore store;
+  auto fetch = store.Begin(6, 6);
+  ASSERT_TRUE(fetch.ok());
+  auto seen = store.Lookup(6, absl::ZeroDuration());
+  ASSERT_TRUE(seen.ok());
+  absl::Span<char> space = (*fetch)->Space();
+  ASSERT_EQ(space.size(), 6u);
+  std::memcpy(space.data(), "abcd", 4);
+  ASSERT_TRUE((*fetch)->Arrived(2).ok());
+  EXPECT_EQ(*(*seen)->WaitFor(2, absl::Now()), "ab");  // written, not yet said: not seen
+  EXPECT_EQ((*seen)->WaitFor(3, absl::Now()).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ((*fetch)->Arrived(1).code(), absl::StatusCode::kDataLoss);  // never backwards
+  EXPECT_EQ((*fetch)->Arrived(7).code(), absl::StatusCode::kDataLoss);  // nor past the end
+  std::memcpy(space.data() + 4, "ef", 2);
+  ASSERT_TRUE((*fetch)->Arrived(6).ok());
+  (*fetch)->Finish();
+  EXPECT_EQ(*(*seen)->WaitAll(absl::Now()), "abcdef");
+  EXPECT_EQ((*fetch)->Arrived(6).code(), absl::StatusCode::kDataLoss);  // finished
+}
+
 TEST(HostBufferStoreTest, AShortOrFailedUploadFailsItsReaders) {
   HostBufferStore store;
   auto upload = store.Begin(4, 10);
