@@ -2,15 +2,72 @@
 
 #include <sys/mman.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "common/limits.h"
 
 namespace switchyard {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
+
+// Mappings of freed buffers, kept for the next buffer of about their size: its pages
+// are already there, where fresh ones cost the kernel a page clear each (the largest
+// cost of moving a buffer on the machines we measured). Bounded by
+// limits::kHostBytesKeptMax and a share of RAM; kept mappings are MADV_FREE, so the
+// kernel takes their pages back under memory pressure (a reuse then faults as a fresh
+// mapping would).
+class KeptMappings {
+ public:
+  static KeptMappings& Get() {
+    static KeptMappings* kept = new KeptMappings();  // never destroyed: buffers outlive exit
+    return *kept;
+  }
+  // A kept mapping of at least `length` bytes and at most a quarter more (its length
+  // in `*taken`); null when none fits.
+  void* Take(size_t length, size_t* taken) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    auto it = kept_.lower_bound(length);
+    if (it == kept_.end() || it->first > length + length / 4) return nullptr;
+    void* mapping = it->second;
+    *taken = it->first;
+    bytes_ -= it->first;
+    kept_.erase(it);
+    return mapping;
+  }
+  // False when it does not fit in the bound: the caller unmaps it.
+  bool Keep(void* mapping, size_t length) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    if (bytes_ + length > max_) return false;
+    (void)madvise(mapping, length, MADV_FREE);
+    kept_.emplace(length, mapping);
+    bytes_ += length;
+    return true;
+  }
+  size_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    return bytes_;
+  }
+
+ private:
+  KeptMappings() {
+    const long pages = sysconf(_SC_PHYS_PAGES);
+    const long page = sysconf(_SC_PAGESIZE);
+    const size_t ram = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+    max_ = std::min<size_t>(limits::kHostBytesKeptMax, ram / limits::kHostBytesKeptRamShare);
+  }
+  size_t max_ = 0;
+  mutable absl::Mutex mutex_;
+  std::multimap<size_t, void*> kept_ ABSL_GUARDED_BY(mutex_);
+  size_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+};
 
 }  // namespace
 
@@ -18,19 +75,25 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
   if (size >= kHugePage) {
     // One extra huge page of slack to start on a huge-page boundary.
     const size_t length = (size + 2 * kHugePage - 1) / kHugePage * kHugePage;
-    void* mapping =
-        mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    size_t taken = 0;
+    void* mapping = KeptMappings::Get().Take(length, &taken);
+    if (mapping == nullptr) {
+      mapping = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      taken = length;
+    }
     if (mapping != MAP_FAILED) {
       mapping_ = mapping;
-      mapping_size_ = length;
+      mapping_size_ = taken;
       const auto start = reinterpret_cast<uintptr_t>(mapping);
       data_ = reinterpret_cast<char*>((start + kHugePage - 1) / kHugePage * kHugePage);
-      (void)madvise(data_, length - (data_ - static_cast<char*>(mapping)), MADV_HUGEPAGE);
+      (void)madvise(data_, taken - (data_ - static_cast<char*>(mapping)), MADV_HUGEPAGE);
       return;
     }
   }
   data_ = static_cast<char*>(::operator new(size == 0 ? 1 : size, std::align_val_t(kAlignment)));
 }
+
+size_t HostBytes::KeptBytes() { return KeptMappings::Get().bytes(); }
 
 absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {
   try {
@@ -43,7 +106,7 @@ absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {
 
 HostBytes::~HostBytes() {
   if (mapping_ != nullptr) {
-    munmap(mapping_, mapping_size_);
+    if (!KeptMappings::Get().Keep(mapping_, mapping_size_)) munmap(mapping_, mapping_size_);
   } else {
     ::operator delete(data_, std::align_val_t(kAlignment));
   }

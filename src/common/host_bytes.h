@@ -4,7 +4,10 @@
 // aligned so that a PJRT plugin may use it in place (XLA's CPU client aliases host
 // data aligned to 64 bytes instead of copying it), and, when large, backed by huge
 // pages: fresh memory costs a page fault per page on first touch, and with 4 KiB
-// pages those faults, not the copies, dominated moving a GiB.
+// pages those faults, not the copies, dominated moving a GiB. Large ones reuse the
+// memory of freed ones of about their size (within limits::kHostBytesKeptMax), whose
+// pages are already there. Like malloc's, the bytes of a new buffer are whatever was
+// there: write before reading, and never hand out a part not written.
 
 #include <cstddef>
 #include <memory>
@@ -26,6 +29,9 @@ class HostBytes {
   ~HostBytes();
   HostBytes(const HostBytes&) = delete;
   HostBytes& operator=(const HostBytes&) = delete;
+
+  // Bytes of freed buffers kept for reuse, process-wide.
+  static size_t KeptBytes();
 
   char* data() { return data_; }
   const char* data() const { return data_; }

@@ -127,6 +127,12 @@ inline constexpr int64_t kBulkStreamsMax = 4;
 // kept for the next transfer (no fresh pages per transfer).
 inline constexpr int64_t kBulkChunkBytes = int64_t{4} << 20;
 inline constexpr int64_t kBulkStagingKept = 8;
+// Freed large host buffers (HostBytes) kept for the next one of about their size:
+// fresh pages cost a page clear each, the largest cost of a transfer here. At most
+// this much, nor more than 1/kHostBytesKeptRamShare of RAM; the kernel may take the
+// pages back under pressure.
+inline constexpr int64_t kHostBytesKeptMax = int64_t{2} << 30;
+inline constexpr int64_t kHostBytesKeptRamShare = 16;
 
 // Deletions ride with the next operation to a worker; those still waiting are sent
 // this often, so a client that goes quiet after dropping arrays gets them freed.
