@@ -78,6 +78,18 @@ int64_t NumElements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+std::vector<int64_t> DropDenseStrides(std::vector<int64_t> byte_strides,
+                                      const std::vector<int64_t>& shape, int64_t element_bytes) {
+  if (byte_strides.size() != shape.size() || element_bytes <= 0) return byte_strides;
+  int64_t dense = element_bytes;
+  for (size_t i = shape.size(); i-- > 0;) {
+    // A dimension of extent 1 is never stepped along: any stride says the same bytes.
+    if (shape[i] != 1 && byte_strides[i] != dense) return byte_strides;
+    if (__builtin_mul_overflow(dense, shape[i], &dense)) return byte_strides;
+  }
+  return {};
+}
+
 absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
                                         const std::vector<int64_t>& byte_strides,
                                         int64_t element_bytes) {

@@ -32,6 +32,12 @@ absl::StatusOr<int64_t> HostRegionBytes(const std::vector<int64_t>& shape,
                                         const std::vector<int64_t>& byte_strides,
                                         int64_t element_bytes);
 
+// The strides, or none when they are those of the dense row-major layout (what numpy
+// gives a C-contiguous array, and what some clients send): both say the same bytes, and
+// none lets them go on as they are, without a gather.
+std::vector<int64_t> DropDenseStrides(std::vector<int64_t> byte_strides,
+                                      const std::vector<int64_t>& shape, int64_t element_bytes);
+
 // Copies `domain` of the host array into a dense row-major buffer.
 absl::StatusOr<std::string> ExtractShard(absl::string_view host, const std::vector<int64_t>& shape,
                                          const std::vector<int64_t>& byte_strides,

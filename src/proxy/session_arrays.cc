@@ -247,9 +247,10 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
   SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
   SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, FromShapeProto(request.shape()));
+  std::vector<int64_t> strides = DropDenseStrides(
+      Strides(request.has_byte_strides(), request.byte_strides()), shape, HostElementBytes(dtype));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(dtype, std::move(shape), std::move(sharding), *host,
-                                   Strides(request.has_byte_strides(), request.byte_strides())));
+                      PutHostArray(dtype, std::move(shape), std::move(sharding), *host, strides));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
   return absl::OkStatus();
@@ -311,7 +312,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
                           host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
       // Dense bytes go as they are; strided ones are gathered first.
       const std::vector<int64_t> strides =
-          Strides(buffer.has_byte_strides(), buffer.byte_strides());
+          DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
+                           HostElementBytes(dtype));
       std::string gathered;
       absl::string_view data = all;
       if (!strides.empty() ||
@@ -675,7 +677,9 @@ static std::shared_ptr<RemoteBuffer> WholeShard(const Array& array,
 absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
                                             uint64_t op_id, bool* answered) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
-  std::vector<int64_t> strides = Strides(request.has_byte_strides(), request.byte_strides());
+  std::vector<int64_t> strides =
+      DropDenseStrides(Strides(request.has_byte_strides(), request.byte_strides()), array->shape,
+                       HostElementBytes(array->dtype));
   // The shard is held until the read is done, whatever becomes of the array.
   if (std::shared_ptr<RemoteBuffer> shard = WholeShard(*array, strides); shard != nullptr) {
     // Streamed: the client's lookup passes on the first bytes while the worker still

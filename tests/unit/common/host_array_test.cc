@@ -72,5 +72,17 @@ TEST(HostArrayTest, ScalarsAndEmptyShards) {
   EXPECT_TRUE(empty->empty());
 }
 
+TEST(HostArrayTest, DenseStridesAreDroppedOthersKept) {
+  EXPECT_TRUE(DropDenseStrides({12, 4}, {2, 3}, 4).empty());
+  EXPECT_TRUE(DropDenseStrides({}, {2, 3}, 4).empty());
+  EXPECT_TRUE(DropDenseStrides({1}, {1 << 20}, 1).empty());
+  EXPECT_TRUE(DropDenseStrides({999, 4}, {1, 3}, 4).empty());  // extent 1: any stride
+  EXPECT_EQ(DropDenseStrides({4, 8}, {2, 3}, 4), (std::vector<int64_t>{4, 8}));    // transposed
+  EXPECT_EQ(DropDenseStrides({16, 4}, {2, 3}, 4), (std::vector<int64_t>{16, 4}));  // padded
+  EXPECT_EQ(DropDenseStrides({4}, {2, 3}, 4), (std::vector<int64_t>{4}));          // wrong rank
+  EXPECT_EQ(DropDenseStrides({INT64_MAX, 1}, {2, INT64_MAX}, 1),  // overflows: kept
+            (std::vector<int64_t>{INT64_MAX, 1}));
+}
+
 }  // namespace
 }  // namespace switchyard
