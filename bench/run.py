@@ -628,9 +628,10 @@ def raw_stream(family, mib, reps):
 
 
 def data_plane(rounds, sizes=(16, 64, 256)):
-    """A/B in one run, one binary, interleaved: buffers between workers on the bulk data
-    plane (the default) against gRPC (`--bulk_transfers=false`), on private Unix sockets
-    (the default) and on TCP; with raw stream sockets of the same host as the ceiling."""
+    """A/B in one run, one binary, interleaved: buffers between workers, and those the
+    proxy reads for a client's fetch, on the bulk data plane (the default) against gRPC
+    (`--bulk_transfers=false`), on private Unix sockets (the default) and on TCP; with
+    raw stream sockets of the same host as the ceiling."""
     tcp = dict(rm_port=0, proxy_port=0)
     setups = {"unix grpc": dict(flags=("--bulk_transfers=false",)), "unix bulk": {},
               "tcp grpc": dict(tcp, flags=("--worker_port=0", "--bulk_transfers=false")),
@@ -643,7 +644,8 @@ def data_plane(rounds, sizes=(16, 64, 256)):
         for name, kwargs in setups.items():
             with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE, **kwargs) as c:
                 row = case("proxy", "bandwidth", "--sizes", *sizes, "--reps", 3, env=c.env())
-            runs[name].append({m: v["d2d"] * 1.048576 for m, v in row.items()})
+            runs[name].append({m: {k: v[k] * 1.048576 for k in ("h2d", "d2h", "d2d")}
+                               for m, v in row.items()})
             print(f"data plane {name}, round {round_ + 1}: {runs[name][-1]}", flush=True)
         print(f"raw streams, round {round_ + 1}: {raw['unix'][-1]:.0f} {raw['tcp'][-1]:.0f}",
               flush=True)
@@ -654,6 +656,12 @@ def render_data_plane(r):
     d = r["data_plane"]
     median = lambda values: sorted(values)[len(values) // 2]
     raw = {family: median(values) for family, values in d["raw"].items()}
+
+    def rate(setup, mib, path):
+        # Older results hold the worker-to-worker rate alone.
+        return median([row[mib][path] if isinstance(row[mib], dict) else row[mib]
+                       for row in d["runs"][setup]])
+
     lines = ["## Buffers between workers: the bulk data plane against gRPC\n",
              "`jax.device_put` of a uint8 array from a device of one worker to a device of "
              "another (best of 3 per round, median of "
@@ -667,10 +675,22 @@ def render_data_plane(r):
              "|---|---|---|---|---|---|---|"]
     for family in ("unix", "tcp"):
         for mib in d["sizes"]:
-            g = median([row[mib] for row in d["runs"][f"{family} grpc"]])
-            b = median([row[mib] for row in d["runs"][f"{family} bulk"]])
+            g, b = rate(f"{family} grpc", mib, "d2d"), rate(f"{family} bulk", mib, "d2d")
             lines.append(f"| {family} | {mib} | {g:.0f} | {b:.0f} | {b / g:.2f}x | "
                          f"{g / raw[family]:.2f}x | {b / raw[family]:.2f}x |")
+    if isinstance(d["runs"]["unix bulk"][0][d["sizes"][0]], dict):
+        lines += ["\nThe same runs, through the proxy: `np.asarray` of an array on a worker "
+                  "(the proxy reads it from the worker, on the data plane or over gRPC, and "
+                  "streams it on to the client over gRPC) and `jax.device_put` of NumPy data "
+                  "(over gRPC both hops in both setups).\n",
+                  "| socket | MiB | fetch gRPC | fetch bulk | bulk / gRPC | upload gRPC | "
+                  "upload bulk |", "|---|---|---|---|---|---|---|"]
+        for family in ("unix", "tcp"):
+            for mib in d["sizes"]:
+                g, b = rate(f"{family} grpc", mib, "d2h"), rate(f"{family} bulk", mib, "d2h")
+                ug, ub = rate(f"{family} grpc", mib, "h2d"), rate(f"{family} bulk", mib, "h2d")
+                lines.append(f"| {family} | {mib} | {g:.0f} | {b:.0f} | {b / g:.2f}x | "
+                             f"{ug:.0f} | {ub:.0f} |")
     return "\n".join(lines) + "\n"
 
 
