@@ -4,6 +4,7 @@
 
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/host_bytes.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/slice_shape.h"
@@ -58,7 +59,11 @@ class ProxyServerImpl final : public ProxyServer {
                                    BufferReads().inline_bytes.load(), MetricLabel("path", "grpc"))
                               .Add("switchyard_proxy_bulk_fallbacks_total", "counter",
                                    "Data-plane offers read over gRPC instead.",
-                                   BufferReads().fallbacks.load());
+                                   BufferReads().fallbacks.load())
+                              .Add("switchyard_proxy_host_bytes_kept", "gauge",
+                                   "Memory of freed large host buffers kept for reuse (the "
+                                   "kernel may reclaim it).",
+                                   static_cast<int64_t>(HostBytes::KeptBytes()));
                           return text.str();
                         }));
     return absl::OkStatus();

@@ -16,6 +16,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/bulk_server.h"
 #include "common/grpc_server.h"
+#include "common/host_bytes.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -338,7 +339,10 @@ class WorkerServerImpl final : public WorkerServer {
              transfers_->bulk_bytes_pulled())
         .Add("switchyard_worker_bulk_fallbacks_total", "counter",
              "Reads that went over gRPC because a peer's data plane could not be reached.",
-             transfers_->bulk_fallbacks());
+             transfers_->bulk_fallbacks())
+        .Add("switchyard_worker_host_bytes_kept", "gauge",
+             "Memory of freed large host buffers kept for reuse (the kernel may reclaim it).",
+             static_cast<int64_t>(HostBytes::KeptBytes()));
     WorkerStats stats;
     executor_->AddStats(&stats);
     for (const auto& [tenant, seconds] : stats.device_seconds()) {

@@ -128,6 +128,10 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
     proxy_bulk = p['switchyard_proxy_worker_bytes_read_total{path="bulk"}']
     assert p["switchyard_proxy_bulk_fallbacks_total"] == 0
     assert p['switchyard_proxy_worker_bytes_read_total{path="grpc"}'] > 0  # the small ones
+    # Freed transfer buffers kept for reuse, within their bound (2 GiB at most).
+    for m in [p, *metrics]:
+        kept = m.get("switchyard_proxy_host_bytes_kept", m.get("switchyard_worker_host_bytes_kept"))
+        assert kept is not None and 0 <= kept <= 2 << 30, m
     if plane == "off":
         assert served == 0 and pulled == 0 and proxy_bulk == 0
         assert all("switchyard_worker_bulk_bytes_served_total" not in m for m in metrics)
