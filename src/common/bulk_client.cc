@@ -56,6 +56,14 @@ absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_
 
 }  // namespace
 
+PullFailure ClassifyFailure(const absl::Status& status) {
+  // Pull's codes: UNAVAILABLE before connecting; ABORTED when the server closed before
+  // answering; RESOURCE_EXHAUSTED when it serves as many transfers as it takes.
+  if (absl::IsUnavailable(status)) return PullFailure::kUnreachable;
+  if (absl::IsAborted(status) || absl::IsResourceExhausted(status)) return PullFailure::kElsewhere;
+  return PullFailure::kBroken;
+}
+
 int StreamsFor(int64_t bytes) {
   return static_cast<int>(
       std::clamp<int64_t>(bytes / limits::kBulkStreamBytes, 1, limits::kBulkStreamsMax));

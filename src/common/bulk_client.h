@@ -30,6 +30,13 @@ using Arrived = std::function<void(uint64_t)>;
 absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
                          const Arrived& arrived);
 
+// What a failed pull leaves its reader. kElsewhere and kUnreachable: nothing was read,
+// and the bytes may be fetched another way; kUnreachable also says the server cannot be
+// reached from here at all (another host's Unix socket, a firewall), so later reads
+// should not try it. kBroken: the transfer failed; report it.
+enum class PullFailure { kBroken, kElsewhere, kUnreachable };
+PullFailure ClassifyFailure(const absl::Status& status);
+
 // How many streams a buffer of `bytes` is worth: one per limits::kBulkStreamBytes, at
 // most limits::kBulkStreamsMax.
 int StreamsFor(int64_t bytes);

@@ -161,14 +161,12 @@ absl::Status ReadBufferOnce(WorkerConnection* worker, uint64_t buffer_id,
       BufferReads().bulk_bytes += size;
       return absl::OkStatus();
     }
-    if (absl::IsUnavailable(status) && worker->MarkBulkUnreachable()) {
+    const bulk::PullFailure failure = bulk::ClassifyFailure(status);
+    if (failure == bulk::PullFailure::kUnreachable && worker->MarkBulkUnreachable()) {
       SY_LOG(Warning) << "buffers of worker " << worker->address()
                       << " come over gRPC: its data plane is out of reach: " << status.message();
     }
-    if (absl::IsUnavailable(status) || absl::IsAborted(status) ||
-        absl::IsResourceExhausted(status)) {
-      // Nothing was read: it could not be reached, closed before answering, or serves
-      // as many transfers as it takes at once.
+    if (failure != bulk::PullFailure::kBroken) {
       ++BufferReads().fallbacks;
       status.SetPayload(kInlineAgain, absl::Cord("1"));
       return status;

@@ -70,7 +70,7 @@ std::string WorkerConnection::address() const {
 
 bool WorkerConnection::BulkReachable() const {
   absl::MutexLock lock(&mutex_);
-  return bulk_unreachable_at_.empty() || bulk_unreachable_at_ != address_;
+  return address_.empty() || bulk_unreachable_at_ != address_;
 }
 
 bool WorkerConnection::MarkBulkUnreachable() {

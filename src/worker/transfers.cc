@@ -212,16 +212,15 @@ absl::Status Transfers::PullOffered(const std::string& peer, const BulkOffer& of
   absl::Status status =
       bulk::Pull(offer.address(), *ticket, absl::MakeSpan(bytes.data(), bytes.size()),
                  bulk::StreamsFor(bytes.size()));
-  if (status.ok()) bulk_bytes_pulled_ += bytes.size();
-  if (absl::IsResourceExhausted(status) || absl::IsAborted(status)) {
-    // The peer serves as many transfers as it takes at once, or closed before it
-    // answered: nothing was read, and this one goes over gRPC.
-    ++bulk_fallbacks_;
-    status.SetPayload(kFetchAgain, absl::Cord("1"));
-  } else if (absl::IsUnavailable(status)) {
-    ++bulk_fallbacks_;
-    // Its data plane is out of our reach (another host's Unix socket, a firewall): this
-    // peer's bytes come over gRPC from now on.
+  if (status.ok()) {
+    bulk_bytes_pulled_ += bytes.size();
+    return status;
+  }
+  const bulk::PullFailure failure = bulk::ClassifyFailure(status);
+  if (failure == bulk::PullFailure::kBroken) return status;
+  ++bulk_fallbacks_;
+  if (failure == bulk::PullFailure::kUnreachable) {
+    // This peer's bytes come over gRPC from now on.
     bool first;
     {
       absl::MutexLock lock(&mutex_);
@@ -231,8 +230,8 @@ absl::Status Transfers::PullOffered(const std::string& peer, const BulkOffer& of
       SY_LOG(Warning) << "bulk transfers from worker " << peer
                       << " go over gRPC: " << status.message();
     }
-    status.SetPayload(kFetchAgain, absl::Cord("1"));
   }
+  status.SetPayload(kFetchAgain, absl::Cord("1"));
   return status;
 }
 

@@ -263,6 +263,17 @@ TEST_P(BulkServerTest, ConnectionsPastTheBoundAreRefusedUntilOthersEnd) {
   EXPECT_TRUE(out == source->bytes());
 }
 
+TEST(BulkClientTest, FailuresSayWhetherTheBytesMayComeAnotherWay) {
+  std::vector<char> out(16);
+  EXPECT_EQ(
+      ClassifyFailure(Pull("unix:/nonexistent/bulk.sock", NewTicket(), absl::MakeSpan(out), 1)),
+      PullFailure::kUnreachable);
+  EXPECT_EQ(ClassifyFailure(absl::AbortedError("closed")), PullFailure::kElsewhere);
+  EXPECT_EQ(ClassifyFailure(absl::ResourceExhaustedError("full")), PullFailure::kElsewhere);
+  EXPECT_EQ(ClassifyFailure(absl::DataLossError("hung up")), PullFailure::kBroken);
+  EXPECT_EQ(ClassifyFailure(absl::PermissionDeniedError("ticket")), PullFailure::kBroken);
+}
+
 TEST_P(BulkServerTest, AStoppedServerBreaksItsTransfersAndIsUnavailable) {
   const std::string address = server_->address();
   server_->Stop();
