@@ -628,8 +628,9 @@ def raw_stream(family, mib, reps):
 
 
 def data_plane(rounds, sizes=(16, 64, 256)):
-    """A/B in one run, one binary, interleaved: buffers between workers, and those the
-    proxy reads for a client's fetch, on the bulk data plane (the default) against gRPC
+    """A/B in one run, one binary, interleaved: buffers between workers, those the proxy
+    reads for a client's fetch and those workers pull from it for an upload, on the bulk
+    data plane (the default) against gRPC
     (`--bulk_transfers=false`), on private Unix sockets (the default) and on TCP; with
     raw stream sockets of the same host as the ceiling."""
     tcp = dict(rm_port=0, proxy_port=0)
@@ -682,15 +683,16 @@ def render_data_plane(r):
         lines += ["\nThe same runs, through the proxy: `np.asarray` of an array on a worker "
                   "(the proxy reads it from the worker, on the data plane or over gRPC, and "
                   "streams it on to the client over gRPC) and `jax.device_put` of NumPy data "
-                  "(over gRPC both hops in both setups).\n",
+                  "(the client uploads to the proxy over gRPC; the worker pulls it from the "
+                  "proxy's data plane as it arrives, or the proxy sends it over gRPC).\n",
                   "| socket | MiB | fetch gRPC | fetch bulk | bulk / gRPC | upload gRPC | "
-                  "upload bulk |", "|---|---|---|---|---|---|---|"]
+                  "upload bulk | bulk / gRPC |", "|---|---|---|---|---|---|---|---|"]
         for family in ("unix", "tcp"):
             for mib in d["sizes"]:
                 g, b = rate(f"{family} grpc", mib, "d2h"), rate(f"{family} bulk", mib, "d2h")
                 ug, ub = rate(f"{family} grpc", mib, "h2d"), rate(f"{family} bulk", mib, "h2d")
                 lines.append(f"| {family} | {mib} | {g:.0f} | {b:.0f} | {b / g:.2f}x | "
-                             f"{ug:.0f} | {ub:.0f} |")
+                             f"{ug:.0f} | {ub:.0f} | {ub / ug:.2f}x |")
     return "\n".join(lines) + "\n"
 
 

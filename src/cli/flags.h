@@ -18,6 +18,7 @@ ABSL_DECLARE_FLAG(std::string, pjrt_plugin);
 ABSL_DECLARE_FLAG(std::string, python);
 ABSL_DECLARE_FLAG(std::string, sidecar_shm_directory);
 ABSL_DECLARE_FLAG(bool, sidecar_sandbox);
+ABSL_DECLARE_FLAG(std::string, advertise_host);
 ABSL_DECLARE_FLAG(bool, bulk_transfers);
 ABSL_DECLARE_FLAG(int32_t, bulk_port);
 ABSL_DECLARE_FLAG(std::vector<std::string>, sidecar_writable_paths);

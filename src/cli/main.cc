@@ -41,12 +41,16 @@ ABSL_FLAG(std::string, python, "",
 ABSL_FLAG(std::string, sidecar_shm_directory, "/dev/shm",
           "Where workers and their colocated Python sidecars pass arrays: a memory-backed "
           "directory (in Kubernetes an emptyDir with medium Memory shared by both containers)");
+ABSL_FLAG(std::string, advertise_host, "",
+          "worker, proxy: host name other processes use to reach this one (default: "
+          "--listen_host); the proxy's bulk data plane on a wildcard --listen_host needs it");
 ABSL_FLAG(bool, bulk_transfers, true,
-          "worker: large buffers other workers read travel on a raw socket of their own (a "
-          "Unix socket beside --unix_socket, or a free TCP port when the fleet has no TLS), "
-          "each read allowed by a one-time ticket; false: over gRPC (docs/performance.md)");
+          "worker, proxy: large buffers other workers read (from a worker) or workers pull "
+          "(uploads, from the proxy) travel on a raw socket of their own (a Unix socket beside "
+          "--unix_socket, or a free TCP port when the fleet has no TLS), each read allowed by a "
+          "one-time ticket; false: over gRPC (docs/performance.md)");
 ABSL_FLAG(int32_t, bulk_port, 0,
-          "worker: the TCP port of the bulk data plane (where the fleet has no TLS and no "
+          "worker, proxy: the TCP port of the bulk data plane (where the fleet has no TLS and no "
           "--unix_socket); 0: a free one, logged at start. For firewalls between hosts");
 ABSL_FLAG(bool, sidecar_sandbox, true,
           "worker: run colocated Python sidecars in a sandbox (their own user, mount and PID "

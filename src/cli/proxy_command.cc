@@ -61,6 +61,9 @@ int RunProxy() {
   options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.large_transfer_directory = absl::GetFlag(FLAGS_large_transfer_directory);
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
+  options.bulk_transfers = absl::GetFlag(FLAGS_bulk_transfers);
+  options.bulk_port = absl::GetFlag(FLAGS_bulk_port);
+  options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
   WarnIfCacheLocationUnusable();
   absl::StatusOr<std::unique_ptr<proxy::ProxyServer>> server = proxy::ProxyServer::Start(options);
   // Pathways' wording: deployment scripts and readiness checks wait for this line.

@@ -404,7 +404,8 @@ int RunUp(const char* argv0) {
                    absl::StrCat("--session_idle_timeout=",
                                 absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
                    absl::StrCat("--large_transfer_directory=",
-                                absl::GetFlag(FLAGS_large_transfer_directory))}));
+                                absl::GetFlag(FLAGS_large_transfer_directory)),
+                   absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))}));
   if (!WaitForServer(&cluster, "proxy", proxy.address, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));

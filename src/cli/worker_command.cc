@@ -19,8 +19,6 @@ ABSL_FLAG(int, num_nodes, 1,
 ABSL_FLAG(std::string, kv_epoch, "0",
           "With --num_nodes > 1: names this start of the slice (e.g. the job's restart count); "
           "restarting a slice under the same resource manager needs a new one");
-ABSL_FLAG(std::string, advertise_host, "",
-          "Host name other processes use to reach this worker (default: --listen_host)");
 ABSL_FLAG(int, register_timeout_s, 0,
           "Exit if the resource manager stays unreachable this long (0: retry forever)");
 

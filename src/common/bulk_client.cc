@@ -16,8 +16,9 @@ namespace {
 
 // `arrived`, when given, hears the bytes in place from the start of `out` as they come.
 absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_t offset,
-                       absl::Span<char> out, const Arrived* arrived = nullptr) {
-  absl::StatusOr<int> fd = Connect(address, absl::Seconds(limits::kBulkIdleS));
+                       absl::Span<char> out, const Arrived* arrived = nullptr,
+                       absl::Duration idle = absl::Seconds(limits::kBulkIdleS)) {
+  absl::StatusOr<int> fd = Connect(address, idle);
   if (!fd.ok()) return fd.status();
   const absl::Status sent = WriteAll(*fd, EncodeRequest(Request{ticket, offset, out.size()}));
   // Read the answer even when sending failed: a server that refused at once (too many
@@ -105,9 +106,9 @@ absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<c
 }
 
 absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
-                         const Arrived& arrived) {
+                         const Arrived& arrived, absl::Duration idle) {
   if (out.empty()) return absl::OkStatus();
-  return PullRange(address, ticket, 0, out, &arrived);
+  return PullRange(address, ticket, 0, out, arrived ? &arrived : nullptr, idle);
 }
 
 }  // namespace switchyard::bulk

@@ -9,8 +9,10 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/bulk_wire.h"
+#include "common/limits.h"
 
 namespace switchyard::bulk {
 
@@ -23,12 +25,15 @@ namespace switchyard::bulk {
 absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<char> out,
                   int streams);
 
-// As Pull on one stream, in order, telling `arrived` how many bytes from the start of
-// `out` are in place each time another limits::kBulkChunkBytes (or the last) landed:
-// a reader can pass the first bytes on while the rest still come.
+// As Pull on one stream, in order, telling `arrived` (if set) how many bytes from the
+// start of `out` are in place each time another limits::kBulkChunkBytes (or the last)
+// landed: a reader can pass the first bytes on while the rest still come. `idle`: how
+// long the server may send nothing before the pull breaks (longer for a source still
+// filling, such as an upload).
 using Arrived = std::function<void(uint64_t)>;
 absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
-                         const Arrived& arrived);
+                         const Arrived& arrived,
+                         absl::Duration idle = absl::Seconds(limits::kBulkIdleS));
 
 // What a failed pull leaves its reader. kElsewhere and kUnreachable: nothing was read,
 // and the bytes may be fetched another way; kUnreachable also says the server cannot be

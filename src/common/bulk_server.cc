@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -121,6 +122,11 @@ absl::StatusOr<Ticket> Server::Offer(std::shared_ptr<const Source> source) {
   return tickets_.Offer(std::move(source), absl::Now());
 }
 
+void Server::Withdraw(const Ticket& ticket) {
+  absl::MutexLock lock(&mutex_);
+  tickets_.Withdraw(ticket);
+}
+
 Server::Stats Server::stats() const {
   absl::MutexLock lock(&mutex_);
   return stats_;
@@ -225,8 +231,16 @@ void Server::Serve(Connection* connection) {
 absl::Status Server::Send(int fd, const Source& source, const Request& request) {
   const absl::Span<const char> whole = source.Contiguous();
   if (!whole.empty()) {
-    return WriteAll(
-        fd, absl::string_view(whole.data() + request.offset, static_cast<size_t>(request.length)));
+    // A chunk at a time, each once it is there (a source may still be filling).
+    absl::Status status;
+    for (uint64_t done = 0; done < request.length && status.ok();) {
+      const uint64_t n = std::min<uint64_t>(limits::kBulkChunkBytes, request.length - done);
+      status = source.Await(static_cast<int64_t>(request.offset + done + n));
+      if (status.ok())
+        status = WriteAll(fd, absl::string_view(whole.data() + request.offset + done, n));
+      done += n;
+    }
+    return status;
   }
   std::unique_ptr<HostBytes> staging = Staging();
   absl::Status status;

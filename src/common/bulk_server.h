@@ -52,6 +52,8 @@ class Server {
   // RESOURCE_EXHAUSTED when too many offers are open, UNAVAILABLE once the listener
   // failed for good (the caller sends the bytes another way).
   absl::StatusOr<Ticket> Offer(std::shared_ptr<const Source> source);
+  // Ends an offer before it is used up or expires (see Tickets::Withdraw).
+  void Withdraw(const Ticket& ticket);
 
   struct Stats {
     int64_t bytes_served = 0;

@@ -8,12 +8,14 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/limits.h"
 #include "common/unix_listener.h"
 
 namespace switchyard::bulk {
@@ -113,8 +115,9 @@ absl::StatusOr<int> Connect(const std::string& address, absl::Duration idle) {
   for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
-    // Bound like every other wait: a host that drops the SYN is not waited on for minutes.
-    timeval timeout = absl::ToTimeval(idle);
+    // Bound like every other wait: a host that drops the SYN is not waited on for minutes
+    // (nor for a long `idle`, which is for a server slow to send, not to answer).
+    timeval timeout = absl::ToTimeval(std::min(idle, absl::Seconds(limits::kBulkIdleS)));
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
     if (connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
       last = absl::UnavailableError(

@@ -20,7 +20,8 @@ absl::Status ReadAll(int fd, absl::Span<char> out);
 absl::Status WriteAll(int fd, absl::string_view bytes);
 
 // A connected socket to "unix:<path>" or "host:port" ("[v6]:port"), set up as
-// SetBlocking does; UNAVAILABLE when nobody answers there.
+// SetBlocking does; UNAVAILABLE when nobody answers there (within `idle`, at most
+// limits::kBulkIdleS).
 absl::StatusOr<int> Connect(const std::string& address, absl::Duration idle);
 
 }  // namespace switchyard::bulk

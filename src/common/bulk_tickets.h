@@ -25,6 +25,10 @@ class Source {
   // empty otherwise, and then `Read` copies ranges out.
   virtual absl::Span<const char> Contiguous() const { return {}; }
   virtual absl::Status Read(int64_t offset, absl::Span<char> out) const = 0;
+  // For a source still filling from its start (an upload still arriving): returns once
+  // its first `end` bytes are in place, or why they will not come (which ends the
+  // transfer). Sources whose bytes are all there keep this.
+  virtual absl::Status Await(int64_t end) const { return absl::OkStatus(); }
 };
 
 class Tickets {
@@ -43,6 +47,9 @@ class Tickets {
 
   // Drops the expired offers (and with them their buffers).
   void Expire(absl::Time now);
+  // Drops one offer now (its sender is done with it, served or not); reads already
+  // under way go on.
+  void Withdraw(const Ticket& ticket) { offers_.erase(ticket); }
   size_t open() const { return offers_.size(); }
 
  private:

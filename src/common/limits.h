@@ -115,6 +115,10 @@ inline constexpr int64_t kCancelledSessionsKept = 4096;
 // its transfer after kBulkIdleS. Connections served at once: a thread each.
 inline constexpr int64_t kBulkTicketS = 60;
 inline constexpr int64_t kBulkIdleS = 30;
+// An upload on the proxy's plane is sent as the client's bytes arrive, on one stream in
+// order: the worker pulling it waits this long for the next of them, as a put over
+// gRPC would (its deadline).
+inline constexpr int64_t kBulkUploadIdleS = 600;
 inline constexpr int64_t kBulkConnectionsMax = 64;
 inline constexpr int64_t kBulkOffersMax = 4096;
 // Buffers smaller than this go inline on gRPC: a connection per buffer costs more than

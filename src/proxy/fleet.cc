@@ -125,8 +125,9 @@ void Fleet::Apply(const switchyard::Fleet& fleet) {
         for (const DeviceInfo& device : host.devices()) {
           devices_[device.global_id()] = DeviceEntry{device, host.plugin(), connection.get()};
         }
-        updates.emplace_back(connection.get(), HostView{host.address(), host.boot_id(),
-                                                        host.healthy(), host.rejoining()});
+        updates.emplace_back(connection.get(),
+                             HostView{host.address(), host.boot_id(), host.healthy(),
+                                      host.rejoining(), host.protocol_version()});
       }
     }
   }

@@ -191,6 +191,7 @@ grpc::Status IfrtService::IfrtSession(
   policy.num_elastic_slices = options_.num_elastic_slices;
   policy.max_arrays = options_.session_max_arrays;
   policy.storage_mount_root = options_.storage_mount_root;
+  policy.upload_plane = options_.upload_plane;
   SY_LOG(Info) << "session " << policy.label << " opened by " << client << " (protocol "
                << version.protocol << ", SerDes " << version.serdes << ")";
   // A session of the shared pool waits for its slices before it answers Init: the

@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/bulk_server.h"
 #include "common/slice_shape.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
 #include "proxy/fleet.h"
@@ -43,6 +44,8 @@ struct IfrtServiceOptions {
   // Where clients on this host may leave large host buffers for the proxy to take
   // (proxy/large_transfer.h); empty: they may not.
   std::string large_transfer_directory;
+  // See SessionPolicy; outlives the service.
+  bulk::Server* upload_plane = nullptr;
 };
 
 // Whether a session is idle: requests answered, none for a while. Thread-safe.

@@ -2,6 +2,8 @@
 
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "common/bulk_server.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/host_bytes.h"
@@ -21,9 +23,11 @@ namespace {
 class ProxyServerImpl final : public ProxyServer {
  public:
   ProxyServerImpl(std::unique_ptr<HostCallbackService> callbacks, std::unique_ptr<Fleet> fleet,
-                  std::unique_ptr<IfrtService> service, StartedServer server)
+                  std::unique_ptr<bulk::Server> plane, std::unique_ptr<IfrtService> service,
+                  StartedServer server)
       : callbacks_(std::move(callbacks)),
         fleet_(std::move(fleet)),
+        plane_(std::move(plane)),
         service_(std::move(service)),
         server_(std::move(server)) {}
   ~ProxyServerImpl() override {
@@ -60,6 +64,18 @@ class ProxyServerImpl final : public ProxyServer {
                               .Add("switchyard_proxy_bulk_fallbacks_total", "counter",
                                    "Data-plane offers read over gRPC instead.",
                                    BufferReads().fallbacks.load())
+                              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
+                                   "Bytes of buffers put on workers, by path.",
+                                   BufferWrites().bulk_bytes.load(), MetricLabel("path", "bulk"))
+                              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
+                                   "Bytes of buffers put on workers, by path.",
+                                   BufferWrites().inline_bytes.load(), MetricLabel("path", "grpc"))
+                              .Add("switchyard_proxy_bulk_put_fallbacks_total", "counter",
+                                   "Puts offered on the data plane that went over gRPC instead.",
+                                   BufferWrites().fallbacks.load())
+                              .Add("switchyard_proxy_bulk_bytes_served_total", "counter",
+                                   "Bytes workers read from this proxy's data plane.",
+                                   plane_ == nullptr ? 0 : plane_->stats().bytes_served)
                               .Add("switchyard_proxy_host_bytes_kept", "gauge",
                                    "Memory of freed large host buffers kept for reuse (the "
                                    "kernel may reclaim it).",
@@ -77,16 +93,54 @@ class ProxyServerImpl final : public ProxyServer {
     server_.Shutdown(std::chrono::system_clock::now());
     server_.server->Wait();
     server_.server.reset();
+    if (plane_ != nullptr) plane_->Stop();  // after the sessions: no offers come from now
     metrics_.reset();
   }
 
  private:
   std::unique_ptr<HostCallbackService> callbacks_;  // outlives the fleet's readers
   std::unique_ptr<Fleet> fleet_;
+  std::unique_ptr<bulk::Server> plane_;  // its offers hold uploads; sessions offer on it
   std::unique_ptr<IfrtService> service_;
   StartedServer server_;
   std::unique_ptr<MetricsServer> metrics_;
 };
+
+// The data plane workers pull uploads from (see ProxyOptions); null where there is
+// none. An error only for a --bulk_port that cannot be had.
+absl::StatusOr<std::unique_ptr<bulk::Server>> StartUploadPlane(const ProxyOptions& options) {
+  if (!options.bulk_transfers) return nullptr;
+  std::string listen;
+  if (!options.unix_socket.empty()) {
+    listen = absl::StrCat(kUnixScheme, options.unix_socket, ".bulk");
+  } else if (FleetTlsEnabled()) {
+    SY_LOG(Info) << "uploads go to workers over gRPC: the fleet has TLS, and the bulk data "
+                    "plane has no encryption yet";
+    return nullptr;
+  } else if (options.advertise_host.empty() &&
+             (options.listen_host == "0.0.0.0" || options.listen_host == "::" ||
+              options.listen_host == "[::]")) {
+    SY_LOG(Info) << "uploads go to workers over gRPC: pass --advertise_host (how workers reach "
+                    "this host) to put them on the bulk data plane";
+    return nullptr;
+  } else {
+    listen = options.listen_host;
+  }
+  const int port = options.unix_socket.empty() ? options.bulk_port : 0;
+  absl::StatusOr<std::unique_ptr<bulk::Server>> plane =
+      bulk::Server::Start(listen, options.advertise_host, port);
+  if (!plane.ok()) {
+    if (port != 0) {
+      return absl::Status(plane.status().code(),
+                          absl::StrCat("--bulk_port=", port, ": ", plane.status().message()));
+    }
+    SY_LOG(Warning) << "no bulk data plane (uploads go to workers over gRPC): "
+                    << plane.status().message();
+    return nullptr;
+  }
+  SY_LOG(Info) << "bulk transfers on " << (*plane)->address();
+  return plane;
+}
 
 }  // namespace
 
@@ -124,6 +178,8 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
     SY_LOG(Info) << "sessions need a token of one of " << service_options.tokens.tenants()
                  << " tenants (" << options.tokens_file << ")";
   }
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<bulk::Server> plane, StartUploadPlane(options));
+  service_options.upload_plane = plane.get();
   auto service = std::make_unique<IfrtService>(fleet.get(), std::move(service_options));
   // JAX clients speak plain gRPC here; tokens say who they are.
   SY_ASSIGN_OR_RETURN(
@@ -137,8 +193,9 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
                     << " over TCP without --tokens_file: anyone who reaches it, any user of this "
                        "host included, can open a session and run programs (docs/security.md)";
   }
-  auto proxy = std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet),
-                                                 std::move(service), std::move(server));
+  auto proxy =
+      std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet), std::move(plane),
+                                        std::move(service), std::move(server));
   SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));
   return proxy;
 }

@@ -44,6 +44,15 @@ struct ProxyOptions {
   std::string storage_mount_root;
   // See IfrtServiceOptions; must be a directory when set.
   std::string large_transfer_directory;
+  // Workers pull large uploads from the proxy's own data plane (common/bulk_server.h):
+  // a Unix socket beside `unix_socket`, else TCP on listen_host at `bulk_port` (0: a
+  // free one), offered as `advertise_host` (default: listen_host). Not on TCP where the
+  // fleet has TLS (the plane has no encryption), nor on a wildcard listen_host without
+  // `advertise_host` (no address workers could be told). Without it uploads go over
+  // gRPC; so they do with `bulk_transfers` false.
+  bool bulk_transfers = true;
+  int bulk_port = 0;
+  std::string advertise_host;
 };
 
 class ProxyServer {

@@ -110,6 +110,9 @@ struct SessionPolicy {
   int64_t max_arrays = 0;
   // Where gs:// and s3:// buckets are mounted (profiles are written there).
   std::string storage_mount_root;
+  // The proxy's data plane, where workers pull large uploads from (PutPlane); null:
+  // uploads go over gRPC.
+  bulk::Server* upload_plane = nullptr;
   // The slices the session leased from the pool: it sees only their devices. Nullopt:
   // every slice of the fleet.
   std::optional<std::set<int>> slices;
@@ -265,7 +268,8 @@ class Session {
   // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
   // A shard that is the whole dense buffer goes to its worker as the bytes arrive.
   absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,
-                                                      Sharding sharding, const HostBuffer& host,
+                                                      Sharding sharding,
+                                                      std::shared_ptr<const HostBuffer> host,
                                                       const std::vector<int64_t>& byte_strides);
   // Gathers an array's shards into one host array laid out by `byte_strides`. Runs off
   // the session thread: touches nothing of the session but `calls_`.

@@ -54,8 +54,9 @@ void SetSource(const RemoteBuffer& source, WorkerConnection* destination, Buffer
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
-    DType dtype, std::vector<int64_t> shape, Sharding sharding, const HostBuffer& host,
-    const std::vector<int64_t>& byte_strides) {
+    DType dtype, std::vector<int64_t> shape, Sharding sharding,
+    std::shared_ptr<const HostBuffer> host_buffer, const std::vector<int64_t>& byte_strides) {
+  const HostBuffer& host = *host_buffer;
   for (int64_t device : sharding.devices) SY_RETURN_IF_ERROR(SessionDevice(device).status());
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(sharding, shape));
   auto array = std::make_shared<Array>();
@@ -114,18 +115,22 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
                                                        " bytes; the array needs ",
                                                        NumElements(shape) * element_bytes));
       }
-      SY_ASSIGN_OR_RETURN(
-          epoch,
-          PutBuffer(worker, id, device, dtype, shape, host.size(), memory_kind, [&](int64_t bytes) {
-            return host.WaitFor(bytes, absl::Now() + kHostBufferWait, cancelled_);
-          }));
+      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(
+                                     worker, id, device, dtype, shape, host.size(), memory_kind,
+                                     [&](int64_t bytes) {
+                                       return host.WaitFor(bytes, absl::Now() + kHostBufferWait,
+                                                           cancelled_);
+                                     },
+                                     PutPlane{policy_.upload_plane, host_buffer}));
     } else {
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
       SY_ASSIGN_OR_RETURN(std::string cut,
                           ExtractShard(all, shape, byte_strides, element_bytes, layout.domains[i]));
-      SY_ASSIGN_OR_RETURN(
-          epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), cut, memory_kind));
+      auto shard = std::make_shared<const std::string>(std::move(cut));
+      SY_ASSIGN_OR_RETURN(epoch,
+                          PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), *shard,
+                                    memory_kind, PutPlane{policy_.upload_plane, shard}));
     }
     array->shards[i] =
         std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
@@ -250,7 +255,7 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
   std::vector<int64_t> strides = DropDenseStrides(
       Strides(request.has_byte_strides(), request.byte_strides()), shape, HostElementBytes(dtype));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(dtype, std::move(shape), std::move(sharding), *host, strides));
+                      PutHostArray(dtype, std::move(shape), std::move(sharding), host, strides));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
   return absl::OkStatus();
@@ -314,13 +319,15 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       const std::vector<int64_t> strides =
           DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
                            HostElementBytes(dtype));
-      std::string gathered;
       absl::string_view data = all;
+      PutPlane plane{policy_.upload_plane, host};
       if (!strides.empty() ||
           static_cast<int64_t>(all.size()) != NumElements(shard_shape) * HostElementBytes(dtype)) {
-        SY_ASSIGN_OR_RETURN(
-            gathered, ExtractShard(all, shard_shape, strides, HostElementBytes(dtype), whole));
-        data = gathered;
+        SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(all, shard_shape, strides,
+                                                          HostElementBytes(dtype), whole));
+        auto gathered = std::make_shared<const std::string>(std::move(cut));
+        data = *gathered;
+        plane.owner = gathered;
       }
       for (int64_t index : spec.addressable_shard_indices(b).indices()) {
         if (index < 0 || index >= static_cast<int64_t>(sharding.devices.size())) {
@@ -334,7 +341,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         }
         const uint64_t id = NewWorkerObjectId();
         SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
-                                                      sharding.memory_kind.value_or("")));
+                                                      sharding.memory_kind.value_or(""), plane));
         array->shards[index] =
             std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
       }

@@ -36,17 +36,90 @@ uint64_t NewWorkerObjectId() {
   return absl::Uniform<uint64_t>(random, 1, UINT64_MAX);
 }
 
-absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
-                                   DType dtype, const std::vector<int64_t>& dims,
-                                   absl::string_view data, const std::string& memory_kind) {
-  return PutBuffer(
-      worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
-      [data](int64_t bytes) -> absl::StatusOr<absl::string_view> { return data.substr(0, bytes); });
+namespace {
+
+// A put's bytes offered on the data plane while they may still be arriving from the
+// client: the plane sends each chunk once `Arrived` says it is in place.
+class ArrivingBytes final : public bulk::Source {
+ public:
+  ArrivingBytes(absl::Span<const char> memory, std::shared_ptr<const void> owner)
+      : memory_(memory), owner_(std::move(owner)) {}
+  int64_t size() const override { return static_cast<int64_t>(memory_.size()); }
+  absl::Span<const char> Contiguous() const override { return memory_; }
+  absl::Status Read(int64_t offset, absl::Span<char> out) const override {
+    SY_RETURN_IF_ERROR(Await(offset + static_cast<int64_t>(out.size())));
+    std::memcpy(out.data(), memory_.data() + offset, out.size());
+    return absl::OkStatus();
+  }
+  absl::Status Await(int64_t end) const override ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    const auto there = [this, end]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+      return arrived_ >= end || !failed_.ok();
+    };
+    // As long as the puller waits for a byte: past that it has given up.
+    if (!mutex_.AwaitWithTimeout(absl::Condition(&there),
+                                 absl::Seconds(limits::kBulkUploadIdleS))) {
+      return absl::DeadlineExceededError("the put's bytes stopped arriving from the client");
+    }
+    return arrived_ >= end ? absl::OkStatus() : failed_;
+  }
+  void Arrived(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    arrived_ = bytes;
+  }
+  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    if (failed_.ok()) failed_ = std::move(status);
+  }
+
+ private:
+  const absl::Span<const char> memory_;
+  const std::shared_ptr<const void> owner_;  // keeps `memory_` while the plane reads it
+  mutable absl::Mutex mutex_;
+  int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status failed_ ABSL_GUARDED_BY(mutex_);
+};
+
+BufferHeader PutHeader(uint64_t buffer_id, int64_t device, DType dtype,
+                       const std::vector<int64_t>& dims, int64_t size,
+                       const std::string& memory_kind) {
+  BufferHeader header;
+  header.set_buffer_id(buffer_id);
+  header.set_device_id(device);
+  header.set_dtype(dtype);
+  header.mutable_dims()->Add(dims.begin(), dims.end());
+  header.set_size_bytes(size);
+  header.set_memory_kind(memory_kind);
+  return header;
 }
 
-absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
-                                   DType dtype, const std::vector<int64_t>& dims, int64_t size,
-                                   const std::string& memory_kind, const BytePrefix& prefix) {
+// Marks a status after which the put goes again with the bytes inline: the worker did
+// not pull them, and stored nothing.
+constexpr absl::string_view kSendInline = "switchyard.dev/send-inline";
+
+// The put, offered on the data plane: the worker pulls the bytes while this hands the
+// offer the client's bytes as they arrive. A status carrying kSendInline: the worker
+// stored nothing, and the bytes may go inline.
+absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader& header,
+                                    const BytePrefix& prefix, const PutPlane& plane) {
+  const int64_t size = static_cast<int64_t>(header.size_bytes());
+  int64_t arrived = std::min<int64_t>(limits::kBulkChunkBytes, size);
+  SY_ASSIGN_OR_RETURN(absl::string_view first, prefix(arrived));
+  auto source =
+      std::make_shared<ArrivingBytes>(absl::MakeConstSpan(first.data(), size), plane.owner);
+  source->Arrived(arrived);
+  absl::StatusOr<bulk::Ticket> ticket = plane.server->Offer(source);
+  if (!ticket.ok()) {
+    absl::Status inline_again = ticket.status();
+    inline_again.SetPayload(kSendInline, absl::Cord("1"));
+    return inline_again;
+  }
+  // Whatever happens below, the offer ends with the put, and with it what it holds.
+  absl::Cleanup withdraw = [&] {
+    source->Fail(absl::CancelledError("the put ended"));
+    plane.server->Withdraw(*ticket);
+  };
+
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);
   absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
@@ -54,13 +127,50 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
   PutBufferResponse response;
   auto writer = call->stub->PutBuffer(&context, &response);
   PutBufferChunk chunk;
-  BufferHeader* header = chunk.mutable_header();
-  header->set_buffer_id(buffer_id);
-  header->set_device_id(device);
-  header->set_dtype(dtype);
-  header->mutable_dims()->Add(dims.begin(), dims.end());
-  header->set_size_bytes(size);
-  header->set_memory_kind(memory_kind);
+  *chunk.mutable_header() = header;
+  chunk.mutable_offer()->set_ticket(std::string(bulk::TicketBytes(*ticket)));
+  chunk.mutable_offer()->set_address(plane.server->address());
+  if (writer->Write(chunk)) writer->WritesDone();  // else the status below says why
+  while (arrived < size) {
+    const int64_t next = std::min<int64_t>(arrived + limits::kBulkChunkBytes, size);
+    absl::StatusOr<absl::string_view> there = prefix(next);
+    if (!there.ok()) {
+      // The client's bytes will not come: the worker's pull breaks and it stores nothing.
+      source->Fail(there.status());
+      context.TryCancel();
+      (void)writer->Finish();
+      return there.status();
+    }
+    source->Arrived(arrived = next);
+  }
+  absl::Status status = FromGrpcStatus(writer->Finish());
+  if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  if (response.send_inline()) {
+    if (response.unreachable() && worker->MarkPutsUnreachable()) {
+      SY_LOG(Warning) << "puts to worker " << worker->address()
+                      << " go over gRPC: it cannot reach this proxy's data plane at "
+                      << plane.server->address();
+    }
+    absl::Status inline_again = absl::UnavailableError("the worker did not pull the put");
+    inline_again.SetPayload(kSendInline, absl::Cord("1"));
+    return inline_again;
+  }
+  BufferWrites().bulk_bytes += size;
+  return call->epoch;
+}
+
+// The put over gRPC, each chunk sent once it is there.
+absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader& header,
+                                   const BytePrefix& prefix) {
+  const int64_t size = static_cast<int64_t>(header.size_bytes());
+  grpc::ClientContext context;
+  SetDeadline(&context, kTransferTimeout);
+  absl::StatusOr<WorkerConnection::Call> call = worker->PrepareCall(&context);
+  if (!call.ok()) return call.status();
+  PutBufferResponse response;
+  auto writer = call->stub->PutBuffer(&context, &response);
+  PutBufferChunk chunk;
+  *chunk.mutable_header() = header;
   int64_t offset = 0;
   do {
     const int64_t n = std::min<int64_t>(limits::kBufferChunkBytes, size - offset);
@@ -78,7 +188,39 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
   writer->WritesDone();
   absl::Status status = FromGrpcStatus(writer->Finish());
   if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  BufferWrites().inline_bytes += size;
   return call->epoch;
+}
+
+}  // namespace
+
+WriteCounts& BufferWrites() {
+  static WriteCounts counts;
+  return counts;
+}
+
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims,
+                                   absl::string_view data, const std::string& memory_kind,
+                                   const PutPlane& plane) {
+  return PutBuffer(
+      worker, buffer_id, device, dtype, dims, data.size(), memory_kind,
+      [data](int64_t bytes) -> absl::StatusOr<absl::string_view> { return data.substr(0, bytes); },
+      plane);
+}
+
+absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
+                                   DType dtype, const std::vector<int64_t>& dims, int64_t size,
+                                   const std::string& memory_kind, const BytePrefix& prefix,
+                                   const PutPlane& plane) {
+  const BufferHeader header = PutHeader(buffer_id, device, dtype, dims, size, memory_kind);
+  if (plane.server != nullptr && plane.owner != nullptr && dtype != STRING &&
+      size >= limits::kBulkMinBytes && worker->PullsPuts()) {
+    absl::StatusOr<uint64_t> epoch = PutOffered(worker, header, prefix, plane);
+    if (epoch.ok() || !epoch.status().GetPayload(kSendInline).has_value()) return epoch;
+    ++BufferWrites().fallbacks;
+  }
+  return PutInline(worker, header, prefix);
 }
 
 namespace {

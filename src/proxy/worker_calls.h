@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/bulk_server.h"
 #include "common/host_bytes.h"
 #include "proxy/call_set.h"
 #include "proxy/host_buffer_store.h"
@@ -30,13 +31,34 @@ uint64_t NewWorkerObjectId();
 // they will not come); each chunk goes out as soon as it is there.
 using BytePrefix = std::function<absl::StatusOr<absl::string_view>(int64_t bytes)>;
 
+// Where a put may offer its bytes for the worker to pull, instead of sending them over
+// gRPC: the proxy's data plane (common/bulk_server.h), used for puts of at least
+// limits::kBulkMinBytes to workers that pull puts (WORKER_PROTOCOL_PULLS_PUTS).
+// `owner` keeps the memory the bytes lie in alive: the plane may still be reading it
+// when a failed put returns. No server or no owner: the bytes go inline.
+struct PutPlane {
+  bulk::Server* server = nullptr;
+  std::shared_ptr<const void> owner;
+};
+
 // Puts a buffer; returns the epoch it was made in.
 absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
                                    DType dtype, const std::vector<int64_t>& dims,
-                                   absl::string_view data, const std::string& memory_kind);
+                                   absl::string_view data, const std::string& memory_kind,
+                                   const PutPlane& plane = {});
 absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id, int64_t device,
                                    DType dtype, const std::vector<int64_t>& dims, int64_t size,
-                                   const std::string& memory_kind, const BytePrefix& prefix);
+                                   const std::string& memory_kind, const BytePrefix& prefix,
+                                   const PutPlane& plane = {});
+
+// Puts take the data plane when they may (PutPlane), gRPC otherwise. What they sent,
+// process-wide (for /metrics).
+struct WriteCounts {
+  std::atomic<int64_t> bulk_bytes{0};    // pulled by workers from the data plane
+  std::atomic<int64_t> inline_bytes{0};  // over gRPC
+  std::atomic<int64_t> fallbacks{0};     // offers not served, sent inline instead
+};
+WriteCounts& BufferWrites();
 
 // Reads a buffer made in `epoch` by operation `ticket` (waiting on the worker exactly
 // until that operation has run). `calls`, if given, can cancel the read.

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/ordered_writer.h"
 #include "common/thread_name.h"
+#include "switchyard/rm.pb.h"
 
 namespace switchyard::proxy {
 namespace {
@@ -77,6 +78,19 @@ bool WorkerConnection::MarkBulkUnreachable() {
   absl::MutexLock lock(&mutex_);
   if (bulk_unreachable_at_ == address_) return false;
   bulk_unreachable_at_ = address_;
+  return true;
+}
+
+bool WorkerConnection::PullsPuts() const {
+  absl::MutexLock lock(&mutex_);
+  return view_.protocol_version >= WORKER_PROTOCOL_PULLS_PUTS && view_.address == address_ &&
+         puts_unreachable_at_ != address_;
+}
+
+bool WorkerConnection::MarkPutsUnreachable() {
+  absl::MutexLock lock(&mutex_);
+  if (puts_unreachable_at_ == address_) return false;
+  puts_unreachable_at_ = address_;
   return true;
 }
 

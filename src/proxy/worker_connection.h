@@ -39,7 +39,8 @@ struct HostView {
   std::string address;
   std::string boot_id;
   bool healthy = false;
-  bool rejoining = false;  // the RM restarted and has not heard from it yet: no news
+  bool rejoining = false;         // the RM restarted and has not heard from it yet: no news
+  uint32_t protocol_version = 0;  // a WorkerProtocol: what it may be sent
 };
 
 class WorkerConnection {
@@ -88,6 +89,12 @@ class WorkerConnection {
   bool BulkReachable() const ABSL_LOCKS_EXCLUDED(mutex_);
   // The plane was out of reach; true the first time for this address (to log once).
   bool MarkBulkUnreachable() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether puts may offer their bytes for this worker to pull from the proxy's data
+  // plane: it says it can (WORKER_PROTOCOL_PULLS_PUTS), and has not found that plane out
+  // of its reach while it keeps its address.
+  bool PullsPuts() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // The worker could not reach the proxy's plane; true the first time (to log once).
+  bool MarkPutsUnreachable() ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
   // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
   // waits on it, once its stream is cancelled.
@@ -204,6 +211,7 @@ class WorkerConnection {
   std::string address_ ABSL_GUARDED_BY(mutex_);
   std::string boot_id_ ABSL_GUARDED_BY(mutex_);
   std::string bulk_unreachable_at_ ABSL_GUARDED_BY(mutex_);  // an address; empty: none
+  std::string puts_unreachable_at_ ABSL_GUARDED_BY(mutex_);  // likewise
   std::shared_ptr<Worker::Stub> stub_ ABSL_GUARDED_BY(mutex_);
   bool up_ ABSL_GUARDED_BY(mutex_) = false;
   uint64_t epoch_ ABSL_GUARDED_BY(mutex_) = 1;

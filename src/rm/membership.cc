@@ -266,6 +266,7 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
       host.restarts == 0 ? -1 : absl::ToInt64Milliseconds(now - host.last_restart));
   status.set_boot_id(host.request.boot_id());
   status.set_rejoining(host.rejoining);
+  status.set_protocol_version(host.request.protocol_version());
   return status;
 }
 

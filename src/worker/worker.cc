@@ -23,6 +23,7 @@
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "pjrt/pjrt.h"
+#include "switchyard/rm.pb.h"
 #include "worker/buffer_store.h"
 #include "worker/colocated_calls.h"
 #include "worker/device_map.h"
@@ -229,7 +230,7 @@ class WorkerServerImpl final : public WorkerServer {
                  << plugin->info().stablehlo_current_version << ")";
 
     RegisterWorkerRequest request;
-    request.set_protocol_version(1);
+    request.set_protocol_version(WORKER_PROTOCOL_PULLS_PUTS);
     request.set_address(address_);
     request.set_slice_index(options.slice_index);
     request.set_host_index(options.host_index);
@@ -340,6 +341,12 @@ class WorkerServerImpl final : public WorkerServer {
         .Add("switchyard_worker_bulk_fallbacks_total", "counter",
              "Reads that went over gRPC because a peer's data plane could not be reached.",
              transfers_->bulk_fallbacks())
+        .Add("switchyard_worker_bulk_put_bytes_total", "counter",
+             "Bytes of puts (uploads) this worker read from the proxy's data plane.",
+             service_->put_bytes_pulled())
+        .Add("switchyard_worker_bulk_put_fallbacks_total", "counter",
+             "Puts offered on a data plane that were not served there (sent inline instead).",
+             service_->put_fallbacks())
         .Add("switchyard_worker_host_bytes_kept", "gauge",
              "Memory of freed large host buffers kept for reuse (the kernel may reclaim it).",
              static_cast<int64_t>(HostBytes::KeptBytes()));

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/bulk_client.h"
 #include "common/call_metadata.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
@@ -190,7 +191,7 @@ grpc::Status WorkerService::GetInfo(grpc::ServerContext* context, const GetInfoR
 }
 
 absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader,
-                                          uint64_t owner) {
+                                          uint64_t owner, PutBufferResponse* response) {
   PutBufferChunk chunk;
   if (!reader->Read(&chunk) || !chunk.has_header()) {
     return absl::InvalidArgumentError("PutBuffer stream must start with a header");
@@ -206,23 +207,31 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
   }
   // Received straight into memory the plugin may keep using (no copy on CPU).
   SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data, HostBytes::Allocate(size));
-  int64_t filled = 0;
-  bool first = true;
-  do {
-    if (!first && chunk.has_header()) {
-      return absl::InvalidArgumentError("a second header in one stream");
+  if (chunk.has_offer()) {
+    if (!chunk.data().empty() || reader->Read(&chunk)) {
+      return absl::InvalidArgumentError("a put with an offer carries no bytes of its own");
     }
-    first = false;
-    if (filled + static_cast<int64_t>(chunk.data().size()) > size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("buffer ", header.buffer_id(), " sent more than its ", size, " bytes"));
+    SY_RETURN_IF_ERROR(PullPut(header, chunk.offer(), *data, response));
+    if (response->send_inline()) return absl::OkStatus();
+  } else {
+    int64_t filled = 0;
+    bool first = true;
+    do {
+      if (!first && (chunk.has_header() || chunk.has_offer())) {
+        return absl::InvalidArgumentError("a second header in one stream");
+      }
+      first = false;
+      if (filled + static_cast<int64_t>(chunk.data().size()) > size) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("buffer ", header.buffer_id(), " sent more than its ", size, " bytes"));
+      }
+      std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
+      filled += chunk.data().size();
+    } while (reader->Read(&chunk));
+    if (filled != size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer ", header.buffer_id(), " stream ended after ", filled, " of ", size, " bytes"));
     }
-    std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
-    filled += chunk.data().size();
-  } while (reader->Read(&chunk));
-  if (filled != size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "buffer ", header.buffer_id(), " stream ended after ", filled, " of ", size, " bytes"));
   }
   std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
   SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(
@@ -230,6 +239,36 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
                                        dims, ordinal, header.memory_kind()));
   Touch(owner);
   return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
+}
+
+absl::Status WorkerService::PullPut(const BufferHeader& header, const BulkOffer& offer,
+                                    HostBytes& data, PutBufferResponse* response) {
+  absl::StatusOr<bulk::Ticket> ticket = bulk::TicketFromBytes(offer.ticket());
+  if (!ticket.ok()) return ticket.status();
+  trace::Scoped span(absl::StrCat("bulk put ", data.size(), " bytes"), "transfer");
+  // In order on one stream: the offer may still be arriving from the client, and a
+  // later range would wait on the earlier ones anyway.
+  const absl::Status status =
+      bulk::PullInOrder(offer.address(), *ticket, absl::MakeSpan(data.data(), data.size()), nullptr,
+                        absl::Seconds(limits::kBulkUploadIdleS));
+  if (status.ok()) {
+    put_bytes_pulled_ += static_cast<int64_t>(data.size());
+    return absl::OkStatus();
+  }
+  switch (bulk::ClassifyFailure(status)) {
+    case bulk::PullFailure::kBroken:
+      return absl::DataLossError(absl::StrCat("buffer ", header.buffer_id(),
+                                              ": its bytes broke off on the data plane at ",
+                                              offer.address(), ": ", status.message()));
+    case bulk::PullFailure::kUnreachable:
+      response->set_unreachable(true);
+      [[fallthrough]];
+    case bulk::PullFailure::kElsewhere:
+      ++put_fallbacks_;
+      response->set_send_inline(true);
+      return absl::OkStatus();
+  }
+  return status;
 }
 
 absl::Status WorkerService::ReceiveStrings(PutBufferChunk& chunk,
@@ -275,7 +314,8 @@ grpc::Status WorkerService::PutBuffer(grpc::ServerContext* context,
                                       PutBufferResponse* response) {
   absl::StatusOr<uint64_t> owner = CheckCaller(*context);
   if (!owner.ok()) return ToGrpcStatus(owner.status());
-  return ToGrpcStatus(Guarded("PutBuffer", [&] { return ReceiveBuffer(reader, *owner); }));
+  return ToGrpcStatus(
+      Guarded("PutBuffer", [&] { return ReceiveBuffer(reader, *owner, response); }));
 }
 
 grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context, const GetBufferRequest* request,

@@ -52,6 +52,10 @@ class WorkerService final : public ::switchyard::Worker::Service {
   // Where reads that ask for it get their bytes (GetBufferRequest.bulk); null: inline.
   // Set before the server starts; outlives it.
   void SetBulkServer(bulk::Server* bulk) { bulk_ = bulk; }
+  // For /metrics: put bytes pulled from senders' data planes, and offers of puts that
+  // were not served there (their bytes came inline).
+  int64_t put_bytes_pulled() const { return put_bytes_pulled_.load(); }
+  int64_t put_fallbacks() const { return put_fallbacks_.load(); }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const GetInfoRequest* request,
                        GetInfoResponse* response) override;
@@ -91,7 +95,12 @@ class WorkerService final : public ::switchyard::Worker::Service {
   // this worker (what it made here is gone with that process).
   absl::StatusOr<uint64_t> CheckCaller(const grpc::ServerContext& context) const;
   void Touch(uint64_t owner) ABSL_LOCKS_EXCLUDED(leases_mutex_);
-  absl::Status ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader, uint64_t owner);
+  absl::Status ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* reader, uint64_t owner,
+                             PutBufferResponse* response);
+  // A put's bytes from the sender's data plane into `data`; a plane that did not serve
+  // them is OK with `response` asking for them inline.
+  absl::Status PullPut(const BufferHeader& header, const BulkOffer& offer, HostBytes& data,
+                       PutBufferResponse* response);
   // A string array's shard (DType STRING) as StringArrayContents.
   absl::Status ReceiveStrings(PutBufferChunk& first, grpc::ServerReader<PutBufferChunk>* reader,
                               uint64_t owner);
@@ -114,6 +123,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
   ShardStorage* storage_;      // may be null: saves and loads are refused
   ColocatedCalls* colocated_;  // may be null: colocated Python is refused
   bulk::Server* bulk_ = nullptr;
+  std::atomic<int64_t> put_bytes_pulled_{0};
+  std::atomic<int64_t> put_fallbacks_{0};
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
 };

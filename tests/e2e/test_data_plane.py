@@ -93,8 +93,10 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
                        "--metrics_port=0", *extra)
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
-    proxy = spawn("proxy", f"--server_port={proxy_port}",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+    proxy_where = ([f"--unix_socket={tmp_path}/proxy.sock"] if plane == "unix"
+                   else [f"--server_port={proxy_port}"])
+    proxy = spawn("proxy", *proxy_where, f"--resource_manager_address=127.0.0.1:{rm_port}",
+                  "--metrics_port=0", *(["--bulk_transfers=false"] if plane == "off" else []))
     proxy.wait_for("proxy listening")
 
     if plane != "off":
@@ -108,11 +110,16 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         reply = refused(address, guess)
         assert reply[:4] == (7).to_bytes(4, "little"), reply  # PERMISSION_DENIED
         assert b"ticket" in reply and len(reply) < 1100
+        # The proxy's plane, where workers pull uploads from, refuses strangers alike.
+        line = proxy.wait_for("bulk transfers on")
+        proxy_plane = line.split("bulk transfers on ")[1].split()[0]
+        assert proxy_plane.startswith("unix:") == (plane == "unix"), proxy_plane
+        assert refused(proxy_plane, guess)[:4] == (7).to_bytes(4, "little")
     else:
-        assert "bulk transfers on" not in workers[0].output
+        assert "bulk transfers on" not in workers[0].output + proxy.output
 
-    env = {**os.environ, "JAX_PLATFORMS": "proxy",
-           "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
+    target = f"unix:{tmp_path}/proxy.sock" if plane == "unix" else f"127.0.0.1:{proxy_port}"
+    env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://{target}"}
     try:
         out = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
                              text=True, timeout=300)
@@ -123,22 +130,31 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
     metrics = [scrape(w) for w in workers]
     served = sum(m.get("switchyard_worker_bulk_bytes_served_total", 0) for m in metrics)
     pulled = sum(m["switchyard_worker_bulk_bytes_pulled_total"] for m in metrics)
+    put_pulled = sum(m["switchyard_worker_bulk_put_bytes_total"] for m in metrics)
     assert sum(m["switchyard_worker_bulk_fallbacks_total"] for m in metrics) == 0
+    assert sum(m["switchyard_worker_bulk_put_fallbacks_total"] for m in metrics) == 0
     p = scrape(proxy)
     proxy_bulk = p['switchyard_proxy_worker_bytes_read_total{path="bulk"}']
+    put_bulk = p['switchyard_proxy_worker_bytes_written_total{path="bulk"}']
     assert p["switchyard_proxy_bulk_fallbacks_total"] == 0
+    assert p["switchyard_proxy_bulk_put_fallbacks_total"] == 0
     assert p['switchyard_proxy_worker_bytes_read_total{path="grpc"}'] > 0  # the small ones
+    assert p['switchyard_proxy_worker_bytes_written_total{path="grpc"}'] > 0  # likewise
     # Freed transfer buffers kept for reuse, within their bound (2 GiB at most).
     for m in [p, *metrics]:
         kept = m.get("switchyard_proxy_host_bytes_kept", m.get("switchyard_worker_host_bytes_kept"))
         assert kept is not None and 0 <= kept <= 2 << 30, m
     if plane == "off":
-        assert served == 0 and pulled == 0 and proxy_bulk == 0
+        assert served == 0 and pulled == 0 and proxy_bulk == 0 and put_bulk == 0
         assert all("switchyard_worker_bulk_bytes_served_total" not in m for m in metrics)
+        assert p["switchyard_proxy_bulk_bytes_served_total"] == 0
     else:
         # At least both big moves and the big fetches, and every byte served was a byte
         # pulled, by a worker or by the proxy.
         assert served == pulled + proxy_bulk and pulled >= 2 * BIG, (metrics, p)
+        # The big uploads were pulled by their workers from the proxy's plane.
+        assert p["switchyard_proxy_bulk_bytes_served_total"] == put_pulled == put_bulk, (metrics, p)
+        assert put_bulk >= BIG + 1024 * 1024 * 4 + 4096 * 512 * 4, p
         assert proxy_bulk >= 2 * BIG + 4096 * 512 * 4, p
         assert sum(m["switchyard_worker_bulk_failures_total"] for m in metrics) == 2  # strangers
 
@@ -176,6 +192,90 @@ print("OK")
     assert proxy.output.count("its data plane is out of reach") == 1, proxy.output[-3000:]
 
 
+def test_a_proxy_plane_out_of_the_workers_reach_sends_uploads_over_grpc(spawn, plugin, tmp_path):
+    rm_port = free_port()
+    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}", "--cpu_device_count=2", "--metrics_port=0")
+    worker.wait_for("registered with the resource manager")
+    proxy = spawn("proxy", f"--unix_socket={tmp_path}/proxy.sock",
+                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+    proxy.wait_for("proxy listening")
+    # As if the worker were on another host: the proxy's plane is not there to reach.
+    os.unlink(f"{tmp_path}/proxy.sock.bulk")
+    client = """
+import jax, numpy as np, switchyard
+switchyard.initialize()
+a = np.arange(3 << 20, dtype=np.uint8)
+for k in range(3):
+    np.testing.assert_array_equal(np.asarray(jax.device_put(a + k, jax.devices()[k % 2])), a + k)
+print("OK")
+"""
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://unix:{tmp_path}/proxy.sock"}
+    out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
+    p, w = scrape(proxy), scrape(worker)
+    # Offered once, then never again to this worker: each upload went over gRPC.
+    assert p["switchyard_proxy_bulk_put_fallbacks_total"] == 1, p
+    assert w["switchyard_worker_bulk_put_fallbacks_total"] == 1, w
+    assert p['switchyard_proxy_worker_bytes_written_total{path="bulk"}'] == 0
+    assert p['switchyard_proxy_worker_bytes_written_total{path="grpc"}'] >= 3 * (3 << 20)
+    assert proxy.output.count("cannot reach this proxy's data plane") == 1, proxy.output[-3000:]
+
+
+UPLOADER = """
+import jax, numpy as np, switchyard
+switchyard.initialize()
+a = np.ones(256 << 20, dtype=np.uint8)
+print("UPLOADING", flush=True)
+while True:
+    jax.device_put(a, jax.devices()[0]).block_until_ready()
+"""
+
+
+def test_a_client_killed_mid_upload_leaves_nothing_behind(spawn, plugin, tmp_path):
+    rm_port = free_port()
+    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+                   f"--unix_socket={tmp_path}/w.sock", f"--pjrt_plugin={plugin}",
+                   "--cpu_device_count=1", "--metrics_port=0")
+    worker.wait_for("registered with the resource manager")
+    proxy = spawn("proxy", f"--unix_socket={tmp_path}/proxy.sock",
+                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+    proxy.wait_for("proxy listening")
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://unix:{tmp_path}/proxy.sock"}
+    client = subprocess.Popen([sys.executable, "-c", UPLOADER], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert client.stdout.readline().strip() == "UPLOADING"
+    # Some kills land while the worker pulls an upload the client is still sending.
+    time.sleep(0.5 + random.random())
+    client.kill()
+    client.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while True:
+        p, w = scrape(proxy), scrape(worker)
+        if p["switchyard_proxy_sessions"] == 0 and w["switchyard_worker_buffers"] == 0:
+            break
+        assert time.monotonic() < deadline, (p, w)
+        time.sleep(0.2)
+    assert proxy.proc.poll() is None and worker.proc.poll() is None
+    # And the next client's uploads go on the plane as before.
+    before = p['switchyard_proxy_worker_bytes_written_total{path="bulk"}']
+    out = subprocess.run([sys.executable, "-c", """
+import jax, numpy as np, switchyard
+switchyard.initialize()
+a = np.arange(5 << 20, dtype=np.uint8)
+np.testing.assert_array_equal(np.asarray(jax.device_put(a, jax.devices()[0])), a)
+print("OK")
+"""], env=env, capture_output=True, text=True, timeout=120)
+    assert "OK" in out.stdout, out.stderr[-3000:]
+    after = scrape(proxy)['switchyard_proxy_worker_bytes_written_total{path="bulk"}']
+    assert after - before == 5 << 20
+
+
 MOVER = """
 import sys, time, jax, numpy as np, switchyard
 switchyard.initialize()
@@ -191,9 +291,13 @@ print("MOVING", flush=True)
 deadline = time.monotonic() + 60
 moves = 0
 fetch = sys.argv[1] == "fetch"
+upload = sys.argv[1] == "upload"
 while time.monotonic() < deadline:
     try:
-        if fetch:  # to the client, through the proxy's reads from the holder
+        if upload:  # the holder pulls from the proxy's data plane
+            y = jax.device_put(a + np.uint8(moves % 7), s0[0])
+            assert int(checksum(y)) == int((a + np.uint8(moves % 7)).sum(dtype=np.uint32))
+        elif fetch:  # to the client, through the proxy's reads from the holder
             y = x + np.uint8(moves % 7)
             assert (np.asarray(y) == a + np.uint8(moves % 7)).all()  # whole, or an error
         else:
@@ -210,7 +314,8 @@ print("SURVIVOR", float(np.asarray(z).sum()), flush=True)
 """
 
 
-@pytest.mark.parametrize("plane,what", [("tcp", "move"), ("unix", "move"), ("unix", "fetch")])
+@pytest.mark.parametrize("plane,what", [("tcp", "move"), ("unix", "move"), ("unix", "fetch"),
+                                        ("tcp", "upload")])
 def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
         spawn, plugin, tmp_path, plane, what):
     rm_port, proxy_port = free_port(), free_port()

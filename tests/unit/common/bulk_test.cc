@@ -9,9 +9,11 @@
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/bulk_client.h"
 #include "common/bulk_server.h"
@@ -229,6 +231,116 @@ TEST_P(BulkServerTest, ASourceThatFailsMidwayIsDataLossNotAShortBuffer) {
   std::vector<char> out(source->size());
   const absl::Status status = Pull(server_->address(), *ticket, absl::MakeSpan(out), 1);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+}
+
+// Bytes still arriving: each chunk is there once `Arrive` says so, or never (`Fail`).
+class Arriving final : public Source {
+ public:
+  explicit Arriving(size_t size) : bytes_(size) {
+    for (size_t i = 0; i < size; ++i) bytes_[i] = static_cast<char>((i * 29 + i / 5) & 0xff);
+  }
+  int64_t size() const override { return static_cast<int64_t>(bytes_.size()); }
+  absl::Span<const char> Contiguous() const override { return bytes_; }
+  absl::Status Read(int64_t, absl::Span<char>) const override {
+    return absl::InternalError("read in place only");
+  }
+  absl::Status Await(int64_t end) const override {
+    absl::MutexLock lock(&mutex_);
+    const auto there = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+      return arrived_ >= end || !failed_.ok();
+    };
+    mutex_.Await(absl::Condition(&there));
+    awaited_ = std::max(awaited_, end);
+    return arrived_ >= end ? absl::OkStatus() : failed_;
+  }
+  void Arrive(int64_t bytes) {
+    absl::MutexLock lock(&mutex_);
+    arrived_ = bytes;
+  }
+  void Fail() {
+    absl::MutexLock lock(&mutex_);
+    failed_ = absl::CancelledError("the client went away");
+  }
+  // How far the server has asked to send: never past what arrived.
+  int64_t awaited() const {
+    absl::MutexLock lock(&mutex_);
+    return awaited_;
+  }
+  const std::vector<char>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<char> bytes_;
+  mutable absl::Mutex mutex_;
+  int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable int64_t awaited_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status failed_ ABSL_GUARDED_BY(mutex_);
+};
+
+TEST_P(BulkServerTest, ASourceStillArrivingIsSentAsItArrivesOrBreaksOffWhenItFails) {
+  const size_t size = (size_t{10} << 20) + 3;
+  for (const bool fails : {false, true}) {
+    auto source = std::make_shared<Arriving>(size);
+    absl::StatusOr<Ticket> ticket = server_->Offer(source);
+    ASSERT_TRUE(ticket.ok());
+    std::vector<char> out(size, 0);
+    absl::Status pulled;
+    std::thread puller([&] { pulled = Pull(server_->address(), *ticket, absl::MakeSpan(out), 2); });
+    for (int64_t there = 1 << 20; there < static_cast<int64_t>(size); there += 3 << 20) {
+      source->Arrive(there);
+      absl::SleepFor(absl::Milliseconds(20));
+      EXPECT_LE(source->awaited(), std::max<int64_t>(there, limits::kBulkChunkBytes))
+          << "sent past what arrived";
+      if (fails && there > (4 << 20)) break;
+    }
+    if (fails) {
+      source->Fail();
+    } else {
+      source->Arrive(static_cast<int64_t>(size));
+    }
+    puller.join();
+    if (fails) {
+      EXPECT_EQ(pulled.code(), absl::StatusCode::kDataLoss) << pulled;
+    } else {
+      ASSERT_TRUE(pulled.ok()) << pulled;
+      EXPECT_TRUE(out == source->bytes());
+    }
+  }
+}
+
+TEST_P(BulkServerTest, AnInOrderPullWaitsForASlowSourceAsLongAsItsIdleBound) {
+  // An upload's bytes may pause (the client): the pull waits `idle` for the next ones.
+  for (const absl::Duration idle : {absl::Milliseconds(300), absl::Seconds(10)}) {
+    auto source = std::make_shared<Arriving>(size_t{6} << 20);
+    absl::StatusOr<Ticket> ticket = server_->Offer(source);
+    ASSERT_TRUE(ticket.ok());
+    source->Arrive(int64_t{4} << 20);
+    std::vector<char> out(source->size(), 0);
+    absl::Status pulled;
+    std::thread puller([&] {
+      pulled = PullInOrder(server_->address(), *ticket, absl::MakeSpan(out), nullptr, idle);
+    });
+    absl::SleepFor(absl::Seconds(1));
+    source->Arrive(source->size());
+    puller.join();
+    if (idle < absl::Seconds(1)) {
+      EXPECT_EQ(pulled.code(), absl::StatusCode::kDeadlineExceeded) << pulled;
+      EXPECT_EQ(ClassifyFailure(pulled), PullFailure::kBroken);
+    } else {
+      ASSERT_TRUE(pulled.ok()) << pulled;
+      EXPECT_TRUE(out == source->bytes());
+    }
+  }
+}
+
+TEST_P(BulkServerTest, AWithdrawnOfferIsRefusedAndLetsGoOfItsBytes) {
+  auto source = std::make_shared<Bytes>(1 << 20);
+  absl::StatusOr<Ticket> ticket = server_->Offer(source);
+  ASSERT_TRUE(ticket.ok());
+  server_->Withdraw(*ticket);
+  EXPECT_EQ(source.use_count(), 1);
+  std::vector<char> out(1 << 20);
+  EXPECT_EQ(Pull(server_->address(), *ticket, absl::MakeSpan(out), 1).code(),
+            absl::StatusCode::kPermissionDenied);
 }
 
 TEST_P(BulkServerTest, ConnectionsPastTheBoundAreRefusedUntilOthersEnd) {

@@ -43,6 +43,19 @@ TEST_F(MembershipTest, AssignsIdsInJoinOrder) {
   EXPECT_EQ(fleet.slices(1).hosts(0).devices_size(), 4);
 }
 
+TEST_F(MembershipTest, EachHostsProtocolVersionReachesProxies) {
+  // Proxies send a worker only what its version understands (uploads it pulls).
+  RegisterWorkerRequest old_worker = Worker("h:1", 0, 0);
+  old_worker.set_protocol_version(WORKER_PROTOCOL_FIRST);
+  RegisterWorkerRequest new_worker = Worker("h:2", 1, 0);
+  new_worker.set_protocol_version(WORKER_PROTOCOL_PULLS_PUTS);
+  SY_ASSERT_OK(membership_.Register(old_worker, 11, now_).status());
+  SY_ASSERT_OK(membership_.Register(new_worker, 12, now_).status());
+  const Fleet fleet = membership_.Snapshot(now_);
+  EXPECT_EQ(fleet.slices(0).hosts(0).protocol_version(), WORKER_PROTOCOL_FIRST);
+  EXPECT_EQ(fleet.slices(1).hosts(0).protocol_version(), WORKER_PROTOCOL_PULLS_PUTS);
+}
+
 TEST_F(MembershipTest, ABootIdThatCannotTravelAsMetadataIsRefused) {
   // Proxies send the boot id as gRPC metadata, and gRPC aborts on anything but
   // printable ASCII there: such a registration must not get in.
