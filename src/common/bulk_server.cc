@@ -274,4 +274,31 @@ void Server::Return(std::unique_ptr<HostBytes> staging) {
   }
 }
 
+absl::StatusOr<std::unique_ptr<Server>> StartPlane(const PlaneOptions& options) {
+  std::string listen = options.listen_host;
+  int port = options.port;
+  if (!options.unix_socket.empty()) {
+    listen = absl::StrCat(kUnixScheme, options.unix_socket, ".bulk");
+    port = 0;
+  } else if (options.fleet_tls) {
+    SY_LOG(Info) << options.carried
+                 << " go over gRPC: the fleet has TLS, and the bulk data plane has no "
+                    "encryption yet";
+    return nullptr;
+  }
+  absl::StatusOr<std::unique_ptr<Server>> plane =
+      Server::Start(listen, options.advertise_host, port);
+  if (!plane.ok()) {
+    if (port != 0) {
+      return absl::Status(plane.status().code(),
+                          absl::StrCat("--bulk_port=", port, ": ", plane.status().message()));
+    }
+    SY_LOG(Warning) << "no bulk data plane (" << options.carried
+                    << " go over gRPC): " << plane.status().message();
+    return nullptr;
+  }
+  SY_LOG(Info) << "bulk transfers on " << (*plane)->address();
+  return plane;
+}
+
 }  // namespace switchyard::bulk

@@ -97,4 +97,20 @@ class Server {
   Stats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
+// Where a process's data plane goes, by one rule for every role: a Unix socket beside the
+// process's own (`unix_socket` set), else TCP on `listen_host` at `port` (0: a free one)
+// offered as `advertise_host` (default: listen_host), but not where the fleet has TLS
+// (the plane has no encryption yet). `carried`: what goes over gRPC without it, for the
+// log. Null where there is none (said in the log); an error only for a chosen `port`
+// that cannot be had.
+struct PlaneOptions {
+  std::string unix_socket;
+  std::string listen_host;
+  std::string advertise_host;
+  int port = 0;
+  bool fleet_tls = false;
+  std::string carried;  // e.g. "buffers between workers"
+};
+absl::StatusOr<std::unique_ptr<Server>> StartPlane(const PlaneOptions& options);
+
 }  // namespace switchyard::bulk

@@ -110,36 +110,15 @@ class ProxyServerImpl final : public ProxyServer {
 // none. An error only for a --bulk_port that cannot be had.
 absl::StatusOr<std::unique_ptr<bulk::Server>> StartUploadPlane(const ProxyOptions& options) {
   if (!options.bulk_transfers) return nullptr;
-  std::string listen;
-  if (!options.unix_socket.empty()) {
-    listen = absl::StrCat(kUnixScheme, options.unix_socket, ".bulk");
-  } else if (FleetTlsEnabled()) {
-    SY_LOG(Info) << "uploads go to workers over gRPC: the fleet has TLS, and the bulk data "
-                    "plane has no encryption yet";
-    return nullptr;
-  } else if (options.advertise_host.empty() &&
-             (options.listen_host == "0.0.0.0" || options.listen_host == "::" ||
-              options.listen_host == "[::]")) {
+  if (options.unix_socket.empty() && options.advertise_host.empty() &&
+      (options.listen_host == "0.0.0.0" || options.listen_host == "::" ||
+       options.listen_host == "[::]")) {
     SY_LOG(Info) << "uploads go to workers over gRPC: pass --advertise_host (how workers reach "
                     "this host) to put them on the bulk data plane";
     return nullptr;
-  } else {
-    listen = options.listen_host;
   }
-  const int port = options.unix_socket.empty() ? options.bulk_port : 0;
-  absl::StatusOr<std::unique_ptr<bulk::Server>> plane =
-      bulk::Server::Start(listen, options.advertise_host, port);
-  if (!plane.ok()) {
-    if (port != 0) {
-      return absl::Status(plane.status().code(),
-                          absl::StrCat("--bulk_port=", port, ": ", plane.status().message()));
-    }
-    SY_LOG(Warning) << "no bulk data plane (uploads go to workers over gRPC): "
-                    << plane.status().message();
-    return nullptr;
-  }
-  SY_LOG(Info) << "bulk transfers on " << (*plane)->address();
-  return plane;
+  return bulk::StartPlane({options.unix_socket, options.listen_host, options.advertise_host,
+                           options.bulk_port, FleetTlsEnabled(), "uploads to workers"});
 }
 
 }  // namespace

@@ -93,12 +93,12 @@ BufferHeader PutHeader(uint64_t buffer_id, int64_t device, DType dtype,
   return header;
 }
 
-// Marks a status after which the put goes again with the bytes inline: the worker did
-// not pull them, and stored nothing.
-constexpr absl::string_view kSendInline = "switchyard.dev/send-inline";
+// Marks a status after which a read or put goes again with the bytes inline: the data
+// plane did not serve it, and nothing of it was written or stored.
+constexpr absl::string_view kInlineAgain = "switchyard.dev/inline-again";
 
 // The put, offered on the data plane: the worker pulls the bytes while this hands the
-// offer the client's bytes as they arrive. A status carrying kSendInline: the worker
+// offer the client's bytes as they arrive. A status carrying kInlineAgain: the worker
 // stored nothing, and the bytes may go inline.
 absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader& header,
                                     const BytePrefix& prefix, const PutPlane& plane) {
@@ -111,7 +111,7 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
   absl::StatusOr<bulk::Ticket> ticket = plane.server->Offer(source);
   if (!ticket.ok()) {
     absl::Status inline_again = ticket.status();
-    inline_again.SetPayload(kSendInline, absl::Cord("1"));
+    inline_again.SetPayload(kInlineAgain, absl::Cord("1"));
     return inline_again;
   }
   // Whatever happens below, the offer ends with the put, and with it what it holds.
@@ -152,7 +152,7 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
                       << plane.server->address();
     }
     absl::Status inline_again = absl::UnavailableError("the worker did not pull the put");
-    inline_again.SetPayload(kSendInline, absl::Cord("1"));
+    inline_again.SetPayload(kInlineAgain, absl::Cord("1"));
     return inline_again;
   }
   BufferWrites().bulk_bytes += size;
@@ -194,8 +194,8 @@ absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader&
 
 }  // namespace
 
-WriteCounts& BufferWrites() {
-  static WriteCounts counts;
+PathCounts& BufferWrites() {
+  static PathCounts counts;
   return counts;
 }
 
@@ -217,7 +217,7 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
   if (plane.server != nullptr && plane.owner != nullptr && dtype != STRING &&
       size >= limits::kBulkMinBytes && worker->PullsPuts()) {
     absl::StatusOr<uint64_t> epoch = PutOffered(worker, header, prefix, plane);
-    if (epoch.ok() || !epoch.status().GetPayload(kSendInline).has_value()) return epoch;
+    if (epoch.ok() || !epoch.status().GetPayload(kInlineAgain).has_value()) return epoch;
     ++BufferWrites().fallbacks;
   }
   return PutInline(worker, header, prefix);
@@ -233,10 +233,6 @@ struct BufferSink {
   std::function<absl::Status(absl::string_view)> take;
   std::function<absl::Status(const std::string& address, const bulk::Ticket&)> pull;
 };
-
-// Marks a status after which the read goes again with the bytes inline: the data plane
-// did not serve it, and nothing of it was written.
-constexpr absl::string_view kInlineAgain = "switchyard.dev/inline-again";
 
 // One Worker.GetBuffer of a buffer made by `ticket`; a failure of the sink ends the
 // read with it.
@@ -340,8 +336,8 @@ absl::Status ReadBuffer(WorkerConnection* worker, uint64_t buffer_id,
 
 }  // namespace
 
-ReadCounts& BufferReads() {
-  static ReadCounts counts;
+PathCounts& BufferReads() {
+  static PathCounts counts;
   return counts;
 }
 

@@ -51,14 +51,14 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
                                    const std::string& memory_kind, const BytePrefix& prefix,
                                    const PutPlane& plane = {});
 
-// Puts take the data plane when they may (PutPlane), gRPC otherwise. What they sent,
-// process-wide (for /metrics).
-struct WriteCounts {
-  std::atomic<int64_t> bulk_bytes{0};    // pulled by workers from the data plane
+// What buffers moved between the proxy and workers took, process-wide (for /metrics).
+struct PathCounts {
+  std::atomic<int64_t> bulk_bytes{0};    // on a data plane
   std::atomic<int64_t> inline_bytes{0};  // over gRPC
-  std::atomic<int64_t> fallbacks{0};     // offers not served, sent inline instead
+  std::atomic<int64_t> fallbacks{0};     // offers not served, moved inline instead
 };
-WriteCounts& BufferWrites();
+// Puts take the proxy's data plane when they may (PutPlane), gRPC otherwise.
+PathCounts& BufferWrites();
 
 // Reads a buffer made in `epoch` by operation `ticket` (waiting on the worker exactly
 // until that operation has run). `calls`, if given, can cancel the read.
@@ -73,13 +73,7 @@ absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
 
 // Reads take a buffer's bytes from the worker's data plane (common/bulk_server.h) when
 // it offers them and the plane can be reached from here, inline over gRPC otherwise.
-// What they took, process-wide (for /metrics).
-struct ReadCounts {
-  std::atomic<int64_t> bulk_bytes{0};    // on the data plane
-  std::atomic<int64_t> inline_bytes{0};  // over gRPC
-  std::atomic<int64_t> fallbacks{0};     // offers not served, read inline instead
-};
-ReadCounts& BufferReads();
+PathCounts& BufferReads();
 
 struct Compiled {
   CompileResponse response;

@@ -254,34 +254,13 @@ class WorkerServerImpl final : public WorkerServer {
   // no encryption; a TLS fleet's bytes stay on gRPC). Without one, bytes go over gRPC.
   // An error only for a --bulk_port that cannot be had.
   absl::Status StartBulkServer(const WorkerOptions& options) {
-    std::string listen;
     if (!options.bulk_transfers || options.listen_host == kInProcessHost) {
       return absl::OkStatus();
     }
-    if (!options.unix_socket.empty()) {
-      listen = absl::StrCat(kUnixScheme, options.unix_socket, ".bulk");
-    } else if (FleetTlsEnabled()) {
-      SY_LOG(Info) << "buffers between workers go over gRPC: the fleet has TLS, and the bulk "
-                      "data plane has no encryption yet";
-      return absl::OkStatus();
-    } else {
-      listen = options.listen_host;
-    }
-    const int port = options.unix_socket.empty() ? options.bulk_port : 0;
-    absl::StatusOr<std::unique_ptr<bulk::Server>> bulk =
-        bulk::Server::Start(listen, options.advertise_host, port);
-    if (!bulk.ok()) {
-      if (port != 0) {
-        return absl::Status(bulk.status().code(),
-                            absl::StrCat("--bulk_port=", port, ": ", bulk.status().message()));
-      }
-      SY_LOG(Warning) << "no bulk data plane (buffers between workers go over gRPC): "
-                      << bulk.status().message();
-      return absl::OkStatus();
-    }
-    bulk_ = *std::move(bulk);
-    service_->SetBulkServer(bulk_.get());
-    SY_LOG(Info) << "bulk transfers on " << bulk_->address();
+    SY_ASSIGN_OR_RETURN(
+        bulk_, bulk::StartPlane({options.unix_socket, options.listen_host, options.advertise_host,
+                                 options.bulk_port, FleetTlsEnabled(), "buffers between workers"}));
+    if (bulk_ != nullptr) service_->SetBulkServer(bulk_.get());
     return absl::OkStatus();
   }
 
