@@ -180,6 +180,31 @@ def bandwidth(jax, args):
     return out
 
 
+def copies(jax, args):
+    """One transfer of each path, each followed by a MARK line and a wait for a line on
+    stdin, so the bench reads the servers' copy counters between them."""
+    devices = jax.devices()
+    src = devices[0]
+    dst = next((d for d in devices if getattr(d, "slice_index", 0) != getattr(src, "slice_index", 0)),
+               devices[-1])
+    mib = args.sizes[0]
+    a = np.random.default_rng(0).integers(0, 255, size=mib << 20, dtype=np.uint8)
+
+    def mark(name):
+        print(f"MARK {name}", flush=True)
+        sys.stdin.readline()
+    jax.device_put(np.zeros(4), src).block_until_ready()  # the session's set-up, uncounted
+    mark("start")
+    x = jax.device_put(a, src)
+    x.block_until_ready()
+    mark("h2d")
+    assert np.asarray(x)[-1] == a[-1]
+    mark("d2h")
+    jax.device_put(x, dst).block_until_ready()
+    mark("d2d")
+    return {"bytes": a.nbytes}
+
+
 def work_fn(jax, k):
     """A program whose duration grows with k: k dependent 64x64 matmuls."""
     import jax.numpy as jnp
@@ -289,7 +314,7 @@ def hold(jax, args):
 
 
 CASES = {"compile_time": compile_time, "hold": hold, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
-         "calibrate": calibrate, "client_load": client_load}
+         "calibrate": calibrate, "client_load": client_load, "copies": copies}
 
 
 def main():

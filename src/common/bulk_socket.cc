@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/copy_count.h"
 #include "common/limits.h"
 #include "common/unix_listener.h"
 
@@ -49,6 +50,7 @@ absl::Status ReadAll(int fd, absl::Span<char> out) {
     const ssize_t n = recv(fd, out.data() + done, out.size() - done, 0);
     if (n > 0) {
       done += n;
+      CountCopied(n);  // the kernel's, out of the socket
     } else if (n == 0) {
       return absl::DataLossError(
           absl::StrCat("the peer hung up after ", done, " of ", out.size(), " bytes"));
@@ -65,6 +67,7 @@ absl::Status WriteAll(int fd, absl::string_view bytes) {
     const ssize_t n = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
     if (n > 0) {
       done += n;
+      CountCopied(n);  // the kernel's, into the socket
     } else if (n < 0 && errno != EINTR) {
       return Failed(absl::StrCat("sending, after ", done, " of ", bytes.size(), " bytes"), errno);
     }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/copy_count.h"
 #include "common/limits.h"
 #include "common/wire_numbers.h"
 
@@ -143,6 +144,7 @@ absl::StatusOr<std::string> ExtractShard(absl::string_view host, const std::vect
                    std::memcpy(out.data() + shard_offset, host.data() + host_offset, bytes);
                  });
   if (!status.ok()) return status;
+  CountCopied(out.size());
   return out;
 }
 
@@ -160,6 +162,7 @@ absl::Status InsertShard(absl::string_view shard, const std::vector<int64_t>& sh
   if (static_cast<int64_t>(host.size()) != *region) {
     return absl::InternalError("host array size does not match its shape and strides");
   }
+  CountCopied(shard.size());
   return ForEachRun(shape, byte_strides, element_bytes, domain,
                     [&](int64_t host_offset, int64_t shard_offset, int64_t bytes) {
                       std::memcpy(host.data() + host_offset, shard.data() + shard_offset, bytes);

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/copy_count.h"
 #include "common/dimension_order.h"
 #include "common/status_macros.h"
 #include "pjrt/c_api.h"
@@ -113,6 +114,7 @@ absl::Status Buffer::CopyRangeToHost(int64_t offset, absl::Span<char> out) const
   args->offset = offset;
   args->transfer_size = static_cast<int64_t>(out.size());
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_CopyRawToHost, args.get()));
+  CountCopied(out.size());
   return Event(client_->api(), args->event).Await();
 }
 
@@ -139,6 +141,7 @@ absl::Status Buffer::ToHost(absl::Span<char> out) const {
   args->dst = out.data();
   args->dst_size = out.size();
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(client_->api(), Buffer_ToHostBuffer, args.get()));
+  CountCopied(out.size());
   return Event(client_->api(), args->event).Await();
 }
 

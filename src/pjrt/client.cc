@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/copy_count.h"
 #include "common/status_macros.h"
 #include "pjrt/buffer.h"
 #include "pjrt/c_api.h"
@@ -238,6 +239,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> Client::StartBufferFromHost(
     args->memory = memory_handles_[ordinal][it - memories.begin()];
   }
   SY_RETURN_IF_ERROR(SY_PJRT_CALL(api(), Client_BufferFromHostBuffer, args.get()));
+  if (!zero_copy) CountCopied(data.size());  // else the buffer aliases the bytes
   *done_with_data = args->done_with_host_buffer;
   return Buffer::Wrap(this, args->buffer);
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/copy_count.h"
 #include "common/status_macros.h"
 
 namespace switchyard::proxy {
@@ -40,6 +41,7 @@ absl::Status HostBuffer::Append(absl::string_view bytes) {
     return absl::DataLossError("host buffer larger than its declared buffer_size");
   }
   std::memcpy(bytes_->data() + arrived_, bytes.data(), bytes.size());
+  CountCopied(bytes.size());
   arrived_ += bytes.size();
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
@@ -311,6 +312,7 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   w::GrpcHostBufferStoreRequest chunk;
   while (received.ok() && reader->Read(&chunk)) {
     client_bytes_in_ += static_cast<int64_t>(chunk.data().size());
+    CountCopied(chunk.data().size(), 2);  // the kernel's, protobuf's parse (then Append's)
     received = (*buffer)->Append(chunk.data());
   }
   (*buffer)->Finish(received);
@@ -350,6 +352,7 @@ grpc::Status IfrtService::HostBufferLookup(
     const int64_t n = std::min<int64_t>(kLookupChunkBytes, arrived - offset);
     chunk.set_data(data->data() + offset, n);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    CountCopied(n, 3);  // into the message, serialized, the kernel's
     client_bytes_out_ += n;
     offset += n;
   } while (offset < arrived || offset < host.size());

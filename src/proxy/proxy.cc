@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_server.h"
+#include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/host_bytes.h"
@@ -76,6 +77,10 @@ class ProxyServerImpl final : public ProxyServer {
                               .Add("switchyard_proxy_bulk_bytes_served_total", "counter",
                                    "Bytes workers read from this proxy's data plane.",
                                    plane_ == nullptr ? 0 : plane_->stats().bytes_served)
+                              .Add("switchyard_proxy_bytes_copied_total", "counter",
+                                   "Bytes of buffer contents copied in this process's memory "
+                                   "(the kernel's socket copies not included).",
+                                   static_cast<double>(BytesCopied()))
                               .Add("switchyard_proxy_host_bytes_kept", "gauge",
                                    "Memory of freed large host buffers kept for reuse (the "
                                    "kernel may reclaim it).",

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/bulk_client.h"
+#include "common/copy_count.h"
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -49,6 +50,7 @@ class ArrivingBytes final : public bulk::Source {
   absl::Status Read(int64_t offset, absl::Span<char> out) const override {
     SY_RETURN_IF_ERROR(Await(offset + static_cast<int64_t>(out.size())));
     std::memcpy(out.data(), memory_.data() + offset, out.size());
+    CountCopied(out.size());
     return absl::OkStatus();
   }
   absl::Status Await(int64_t end) const override ABSL_LOCKS_EXCLUDED(mutex_) {
@@ -182,6 +184,7 @@ absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader&
     }
     chunk.set_data(arrived->data() + offset, n);
     if (!writer->Write(chunk)) break;  // the status below says why
+    CountCopied(n, 3);                 // into the message, serialized, the kernel's
     chunk.clear_header();
     offset += n;
   } while (offset < size);
@@ -354,6 +357,7 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, u
   };
   sink.take = [&](absl::string_view bytes) {
     std::memcpy(data->data() + filled, bytes.data(), bytes.size());
+    CountCopied(bytes.size(), 3);  // the kernel's, protobuf's parse, then ours
     filled += bytes.size();
     return absl::OkStatus();
   };

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "common/bulk_client.h"
 #include "common/call_metadata.h"
+#include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
@@ -188,6 +189,7 @@ absl::StatusOr<Transfers::Source> Transfers::Pull(const BufferPiece& piece, bool
       break;
     }
     std::memcpy(source.bytes->data() + filled, chunk.data().data(), chunk.data().size());
+    CountCopied(chunk.data().size(), 3);  // the kernel's, protobuf's parse, then ours
     filled += chunk.data().size();
   }
   absl::Status status = FromGrpcStatus(reader->Finish());

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/bulk_server.h"
+#include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/host_bytes.h"
 #include "common/limits.h"
@@ -326,6 +327,10 @@ class WorkerServerImpl final : public WorkerServer {
         .Add("switchyard_worker_bulk_put_fallbacks_total", "counter",
              "Puts offered on a data plane that were not served there (sent inline instead).",
              service_->put_fallbacks())
+        .Add("switchyard_worker_bytes_copied_total", "counter",
+             "Bytes of buffer contents copied in this process's memory (the kernel's socket "
+             "copies not included).",
+             static_cast<double>(BytesCopied()))
         .Add("switchyard_worker_host_bytes_kept", "gauge",
              "Memory of freed large host buffers kept for reuse (the kernel may reclaim it).",
              static_cast<int64_t>(HostBytes::KeptBytes()));

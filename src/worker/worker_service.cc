@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "common/bulk_client.h"
 #include "common/call_metadata.h"
+#include "common/copy_count.h"
 #include "common/grpc_status.h"
 #include "common/guarded.h"
 #include "common/limits.h"
@@ -226,6 +227,7 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
             absl::StrCat("buffer ", header.buffer_id(), " sent more than its ", size, " bytes"));
       }
       std::memcpy(data->data() + filled, chunk.data().data(), chunk.data().size());
+      CountCopied(chunk.data().size(), 3);  // the kernel's, protobuf's parse, then ours
       filled += chunk.data().size();
     } while (reader->Read(&chunk));
     if (filled != size) {
@@ -377,11 +379,13 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
     data->resize(n);  // the same size every chunk but the last: no refill
     if (whole != nullptr) {
       std::memcpy(data->data(), whole->data() + offset, n);
+      CountCopied(n);
     } else {
       absl::Status copied = buffer.CopyRangeToHost(offset, absl::MakeSpan(data->data(), n));
       if (!copied.ok()) return copied;
     }
     if (!writer->Write(chunk)) return absl::CancelledError("client went away");
+    CountCopied(n, 2);  // serialized, the kernel's
     chunk.clear_header();
     offset += n;
   } while (offset < size);

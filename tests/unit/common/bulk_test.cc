@@ -20,6 +20,7 @@
 #include "common/bulk_socket.h"
 #include "common/bulk_tickets.h"
 #include "common/bulk_wire.h"
+#include "common/copy_count.h"
 #include "common/limits.h"
 #include "gtest/gtest.h"
 
@@ -173,6 +174,21 @@ TEST_P(BulkServerTest, BytesArriveExactInEveryShape) {
     }
   }
   EXPECT_TRUE(Pull(server_->address(), NewTicket(), {}, 1).ok());  // nothing to read
+}
+
+TEST_P(BulkServerTest, APullCostsTheKernelsTwoCopiesOfEachByteAndNoMore) {
+  // Served from the source's memory, read into the puller's: the only copies are the
+  // kernel's, into the socket and out of it (and the request's and reply's few bytes).
+  const size_t size = (size_t{8} << 20) + 3;
+  auto source = std::make_shared<Bytes>(size);
+  absl::StatusOr<Ticket> ticket = server_->Offer(source);
+  ASSERT_TRUE(ticket.ok()) << ticket.status();
+  std::vector<char> out(size, 0);
+  const uint64_t before = BytesCopied();
+  ASSERT_TRUE(Pull(server_->address(), *ticket, absl::MakeSpan(out), 2).ok());
+  const uint64_t copied = BytesCopied() - before;
+  EXPECT_GE(copied, 2 * size);
+  EXPECT_LE(copied, 2 * size + 4096);
 }
 
 TEST_P(BulkServerTest, InOrderPullsSayWhatLandedAsItLands) {
