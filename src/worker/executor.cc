@@ -386,7 +386,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   // collective for its peers, which every host must start in the same order, and a
   // launch with host callbacks may wait on the client.
   fair.in_order = multi_host || context != nullptr;
-  // On CPU, held to one at a time while flows compete (see host_devices_).
+  // On CPU, held to kHostLaunchesCompeting at a time while flows compete (see host_devices_).
   const bool plain = host_devices_ && !fair.in_order;
   const bool in_order = fair.in_order;
   Gate& gate = *gate_;
@@ -405,7 +405,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       // window full of the others' work each time its client is a little late.
       if (gate.fair.Competing(absl::Now()) < 2) return true;
       if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
-      return !(plain && gate.plain_in_flight > 0);
+      return !(plain && gate.plain_in_flight >= limits::kHostLaunchesCompeting);
     };
     gate.mutex.Await(absl::Condition(&turn));
     gate.fair.Start(ticket, absl::Now());

@@ -155,8 +155,9 @@ class Executor {
   // (a rendezvous deadlock). So on CPU a multi-device launch starts once the previous
   // one is done. GPUs run collectives on device streams and need no such wait.
   // The CPU client also runs independent launches side by side on the host's cores,
-  // so while flows compete, one launch at a time is what makes the order of admission
-  // the order of service (GPUs serve a device's launches in order anyway).
+  // so while flows compete, few at a time (kHostLaunchesCompeting) keeps the order of
+  // admission close to the order of service (GPUs serve a device's launches in order
+  // anyway).
   const bool host_devices_;
   std::string missing_kernels_hint_;
   const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
