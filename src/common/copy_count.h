@@ -5,7 +5,9 @@
 // memory, and the kernel's copy of each byte this process sends or receives on a socket
 // (the kernel's own accounting, /proc/<pid>/io, misses send/recvmsg). The bench divides
 // the sum over the servers by the bytes moved: copies per byte on each path
-// (docs/performance.md). Count where a payload is copied, once per copy.
+// (docs/performance.md). Count where a payload is copied, once per copy. Counted on the
+// transfer paths (gRPC and the data plane); file I/O (colocated hand-off, checkpoints) is
+// not yet.
 
 #include <cstddef>
 #include <cstdint>
