@@ -515,9 +515,23 @@ def _read_file(path, size):
             pass
 
 
+def _read_file_fresh(path, size):
+    """Read whole into memory mapped for it, as a restore must: the kernel clears each
+    fresh page before the bytes land (a buffer read into again costs no such clearing)."""
+    import mmap
+    memory = mmap.mmap(-1, max(size, 1))
+    with open(path, "rb", buffering=0) as f:
+        view, done = memoryview(memory), 0
+        while done < size:
+            done += f.readinto(view[done:])
+        view.release()
+    memory.close()
+
+
 def plain_files(directory, total_bytes, writers=2, files=8):
     """The baseline: the same bytes as `files` files written (write + fsync) and read
-    back by `writers` processes, as a worker host's own file I/O would."""
+    back by `writers` processes, as a worker host's own file I/O would: into a buffer
+    used again, and into new memory."""
     import concurrent.futures
     import functools
     import tempfile
@@ -525,7 +539,8 @@ def plain_files(directory, total_bytes, writers=2, files=8):
     paths = [os.path.join(root, str(i)) for i in range(files)]
     timings = {}
     with concurrent.futures.ProcessPoolExecutor(writers) as pool:
-        for name, fn in (("write_s", _write_file), ("read_s", _read_file)):
+        for name, fn in (("write_s", _write_file), ("read_s", _read_file),
+                         ("read_fresh_s", _read_file_fresh)):
             started = time.perf_counter()
             list(pool.map(functools.partial(fn, size=total_bytes // files), paths))
             timings[name] = time.perf_counter() - started
@@ -814,16 +829,21 @@ def render_checkpoint(r):
              "saved with Orbax's `StandardCheckpointer` under `ENABLE_PATHWAYS_PERSISTENCE=1` and "
              "restored onto the same shardings, against writing the same bytes as 8 files with "
              "plain file I/O (write + fsync, 2 processes: one per worker host) and reading them "
-             "back. Proxy bytes: what passed between the client and the proxy during each.\n",
+             "back, into a buffer used again and into new memory (as a restore must: the kernel "
+             "clears each fresh page first). Proxy bytes: what passed between the client and "
+             "the proxy during each.\n",
              "| state | save s | MB/s | plain write MB/s | ratio | restore s | MB/s | plain read "
-             "MB/s | ratio | proxy bytes, save | proxy bytes, restore |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "MB/s | ratio | plain read into new memory MB/s | ratio | proxy bytes, save | "
+             "proxy bytes, restore |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in r["checkpoint"]:
         mb = c["bytes"] / 1e6
         w, rd = mb / c["save_s"], mb / c["restore_s"]
         pw, pr = mb / c["plain"]["write_s"], mb / c["plain"]["read_s"]
+        fresh = mb / c["plain"]["read_fresh_s"] if "read_fresh_s" in c["plain"] else None
+        fresh_cells = f"{fresh:.0f} | {rd / fresh:.2f}x" if fresh else "– | –"
         lines.append(f"| {c['mib']} MiB | {c['save_s']:.2f} | {w:.0f} | {pw:.0f} | {w / pw:.2f}x | "
-                     f"{c['restore_s']:.2f} | {rd:.0f} | {pr:.0f} | {rd / pr:.2f}x | "
+                     f"{c['restore_s']:.2f} | {rd:.0f} | {pr:.0f} | {rd / pr:.2f}x | {fresh_cells} | "
                      f"{c['proxy_bytes_save'] / 1e3:.0f} kB | {c['proxy_bytes_restore'] / 1e3:.0f} kB |")
     return "\n".join(lines) + "\n"
 
@@ -949,8 +969,12 @@ def render(r):
     if r.get("checkpoint"):
         c = r["checkpoint"][-1]
         value = c["plain"]["read_s"] / c["restore_s"]
-        target(f"Checkpoint restore vs plain file reads ({c['mib']} MiB)", f"{value:.2f}x",
-               ">= 0.8x", value >= 0.8)
+        target(f"Checkpoint restore vs plain file reads into a buffer used again ({c['mib']} MiB)",
+               f"{value:.2f}x", ">= 0.8x", value >= 0.8)
+        if "read_fresh_s" in c["plain"]:
+            value = c["plain"]["read_fresh_s"] / c["restore_s"]
+            target(f"Checkpoint restore vs plain file reads into new memory ({c['mib']} MiB)",
+                   f"{value:.2f}x", ">= 0.8x", value >= 0.8)
     if r.get("copies"):
         for path, name in (("d2d", "worker -> worker"), ("h2d", "host -> worker"),
                            ("d2h", "worker -> host")):
