@@ -78,8 +78,8 @@ class ProxyServerImpl final : public ProxyServer {
                                    "Bytes workers read from this proxy's data plane.",
                                    plane_ == nullptr ? 0 : plane_->stats().bytes_served)
                               .Add("switchyard_proxy_bytes_copied_total", "counter",
-                                   "Bytes of buffer contents copied in this process's memory "
-                                   "(the kernel's socket copies not included).",
+                                   "Bytes of buffer contents copied by this process, the kernel's "
+                                   "copies for its sockets included.",
                                    static_cast<double>(BytesCopied()))
                               .Add("switchyard_proxy_host_bytes_kept", "gauge",
                                    "Memory of freed large host buffers kept for reuse (the "

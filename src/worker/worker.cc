@@ -328,8 +328,8 @@ class WorkerServerImpl final : public WorkerServer {
              "Puts offered on a data plane that were not served there (sent inline instead).",
              service_->put_fallbacks())
         .Add("switchyard_worker_bytes_copied_total", "counter",
-             "Bytes of buffer contents copied in this process's memory (the kernel's socket "
-             "copies not included).",
+             "Bytes of buffer contents copied by this process, the kernel's copies for its "
+             "sockets included.",
              static_cast<double>(BytesCopied()))
         .Add("switchyard_worker_host_bytes_kept", "gauge",
              "Memory of freed large host buffers kept for reuse (the kernel may reclaim it).",
