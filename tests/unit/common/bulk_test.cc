@@ -186,6 +186,12 @@ TEST_P(BulkServerTest, APullCostsTheKernelsTwoCopiesOfEachByteAndNoMore) {
   std::vector<char> out(size, 0);
   const uint64_t before = BytesCopied();
   ASSERT_TRUE(Pull(server_->address(), *ticket, absl::MakeSpan(out), 2).ok());
+  // The server counts a send once `send` returns, which may be after the puller has
+  // the bytes: wait for its count, within a bound.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (BytesCopied() - before < 2 * size && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   const uint64_t copied = BytesCopied() - before;
   EXPECT_GE(copied, 2 * size);
   EXPECT_LE(copied, 2 * size + 4096);
