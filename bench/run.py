@@ -449,33 +449,28 @@ def render_shares(r):
     return "\n".join(lines) + "\n"
 
 
-def proxy_client_bytes(port):
-    """The proxy's switchyard_proxy_client_bytes_total, by direction."""
+def metrics_of(port):
+    """A process's /metrics samples: {'name{labels}': value}."""
     import urllib.request
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line.startswith("switchyard_proxy_client_bytes_total{"):
-            direction = line.split('direction="')[1].split('"')[0]
-            out[direction] = float(line.rsplit(" ", 1)[1])
-    return out
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def proxy_client_bytes(port):
+    """The proxy's switchyard_proxy_client_bytes_total, by direction."""
+    return {name.split('direction="')[1].split('"')[0]: value
+            for name, value in metrics_of(port).items()
+            if name.startswith("switchyard_proxy_client_bytes_total{")}
 
 
 def server_copies(metrics_port, workers):
     """Bytes the proxy and the workers have copied so far (their `*_bytes_copied_total`
     counters: their own copies and the kernel's for their socket reads and writes)."""
-    import urllib.request
-    out = {"proxy": 0.0, "workers": 0.0}
     # `switchyard up --metrics_port=P`: the proxy on P, worker i on P+2+i.
-    for port in [metrics_port] + [metrics_port + 2 + i for i in range(workers)]:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
-        for line in text.decode().splitlines():
-            name = line.split(" ")[0]
-            if name == "switchyard_proxy_bytes_copied_total":
-                out["proxy"] += float(line.rsplit(" ", 1)[1])
-            elif name == "switchyard_worker_bytes_copied_total":
-                out["workers"] += float(line.rsplit(" ", 1)[1])
-    return out
+    return {"proxy": metrics_of(metrics_port)["switchyard_proxy_bytes_copied_total"],
+            "workers": sum(metrics_of(metrics_port + 2 + i)["switchyard_worker_bytes_copied_total"]
+                           for i in range(workers))}
 
 
 def copies(cluster, metrics_port, workers, mib):
