@@ -15,6 +15,11 @@ inline constexpr int64_t kBufferChunkBytes = 4 << 20;
 // kHeartbeatMissesMax periods without one (2 s: a lost host shows within 5 s).
 inline constexpr int64_t kHeartbeatPeriodMs = 500;
 inline constexpr int64_t kHeartbeatMissesMax = 4;
+// Silence alone is not death: for this many periods past that timeout the RM asks the
+// host directly, and keeps it if it answers as itself (a heartbeat delayed by a starved
+// thread or a slow connection must not end a user's job). A killed host refuses the
+// question and is down at once; a dark one at the window's end (3 s).
+inline constexpr int64_t kHeartbeatConfirmPeriods = 2;
 // Keepalive pings on every connection between Switchyard processes: a peer that
 // vanishes without closing its connections is noticed within time + timeout.
 inline constexpr int64_t kKeepaliveTimeMs = 10 * 1000;

@@ -33,7 +33,8 @@ void Membership::Observe(absl::Time now) {
 }
 
 bool Membership::Healthy(const Host& host, absl::Time now) const {
-  return host.alive && now - host.last_heartbeat <= options_.heartbeat_timeout;
+  return host.alive &&
+         now - host.last_heartbeat <= options_.heartbeat_timeout + options_.confirm_window;
 }
 
 absl::Status Membership::CheckRequest(const RegisterWorkerRequest& request) const {
@@ -222,6 +223,17 @@ void Membership::Evict(int slice_index, int host_index, uint64_t incarnation, ab
   it->second.alive = false;
   it->second.down_since = now;
   ++version_;
+}
+
+std::vector<HostStatus> Membership::Overdue(absl::Time now) {
+  Observe(now);
+  std::vector<HostStatus> overdue;
+  for (const auto& [key, host] : hosts_) {
+    if (Healthy(host, now) && now - host.last_heartbeat > options_.heartbeat_timeout) {
+      overdue.push_back(Status(key, host, now));
+    }
+  }
+  return overdue;
 }
 
 std::vector<HostStatus> Membership::Sweep(absl::Time now) {

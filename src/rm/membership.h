@@ -17,6 +17,10 @@
 // - Every number of a registration is checked against the limits in common/limits.h.
 // - With `stall_after` set, time in which the RM made no call at all is forgiven: a host
 //   declared dead has missed heartbeats that the RM was running to receive.
+// - With `confirm_window` set, silence alone is not death: a host past its heartbeat
+//   timeout is `Overdue` and stays healthy for the window, in which the caller asks it
+//   directly and reports the answer (`Heartbeat` if it answered as itself, `Evict` if not).
+//   A host that neither heartbeats nor is confirmed is declared dead when the window ends.
 // - With an expected fleet (`expected`, Pathways' --instance_count/--instance_type), a
 //   worker outside it is refused with FAILED_PRECONDITION, which it does not retry.
 
@@ -59,6 +63,10 @@ struct MembershipOptions {
   // jump): the gap is not counted against the hosts, which could not reach it meanwhile.
   // Zero: every gap counts.
   absl::Duration stall_after = absl::ZeroDuration();
+  // How long past `heartbeat_timeout` a silent host stays healthy while the RM asks it
+  // whether it is alive: a heartbeat delayed on its way (a starved thread, a slow
+  // connection) must not end a user's job. Zero: silence is death.
+  absl::Duration confirm_window = absl::ZeroDuration();
   ExpectedFleet expected;
 };
 
@@ -86,6 +94,9 @@ class Membership {
   // Declares the holder of (slice, host) dead if it is still `incarnation` (the caller
   // found it gone: its address does not answer, or answers as another process).
   void Evict(int slice_index, int host_index, uint64_t incarnation, absl::Time now);
+
+  // Live hosts past their heartbeat timeout but within `confirm_window`: the ones to ask.
+  std::vector<HostStatus> Overdue(absl::Time now);
 
   // Declares hosts dead whose heartbeats stopped (returned, for logging), ends the
   // rejoin grace of restored hosts, and forgets hosts down for `forget_after`.

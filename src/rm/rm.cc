@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<ResourceManagerServer>> ResourceManagerServer::St
   membership.rejoin_grace = absl::Milliseconds(limits::kRejoinGraceMs);
   // The sweeper looks every half period; a gap of half the timeout is the RM's own stall.
   membership.stall_after = membership.heartbeat_timeout / 2;
+  membership.confirm_window = period * limits::kHeartbeatConfirmPeriods;
   if (options.instance_count < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--instance_count must not be negative (", options.instance_count, ")"));

@@ -11,6 +11,7 @@
 #include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "rm/dashboard.h"
+#include "rm/host_probe.h"
 
 namespace switchyard::rm {
 namespace {
@@ -97,8 +98,45 @@ void RmService::SaveState() {
   saved_ = std::move(bytes);
 }
 
+void RmService::ConfirmOverdue() {
+  std::vector<HostStatus> overdue;
+  {
+    absl::MutexLock lock(&mutex_);
+    overdue = membership_.Overdue(clock_->Now());
+  }
+  if (overdue.empty()) return;
+  // Outside the lock, all at once, within a heartbeat period: the sweeper stays well
+  // inside what the membership would take for the RM's own stall.
+  const std::vector<HostAnswer> answers = AskHosts(overdue, heartbeat_period_);
+  for (size_t i = 0; i < overdue.size(); ++i) {
+    const HostStatus& host = overdue[i];
+    if (answers[i] == HostAnswer::kNoAnswer) continue;  // the window decides
+    {
+      absl::MutexLock lock(&mutex_);
+      if (answers[i] == HostAnswer::kItself) {
+        // Counts as a heartbeat; NOT_FOUND if it was declared dead meanwhile.
+        if (!membership_.Heartbeat(host.incarnation(), clock_->Now()).ok()) continue;
+      } else {
+        membership_.Evict(host.slice_index(), host.host_index(), host.incarnation(), clock_->Now());
+      }
+    }
+    if (answers[i] == HostAnswer::kItself) {
+      SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index() << " host "
+                      << host.host_index() << ") sent no heartbeat for "
+                      << host.last_heartbeat_age_ms()
+                      << " ms but answers as itself: kept (a starved or slow host)";
+    } else {
+      SY_LOG(Warning) << "worker " << host.address() << " (slice " << host.slice_index() << " host "
+                      << host.host_index() << ") is unhealthy: no heartbeat for "
+                      << host.last_heartbeat_age_ms()
+                      << " ms, and its address no longer answers as it";
+    }
+  }
+}
+
 void RmService::SweepLoop() {
   while (!stop_.WaitForNotificationWithTimeout(heartbeat_period_ / 2)) {
+    ConfirmOverdue();
     std::vector<HostStatus> died;
     uint64_t before, after;
     {
@@ -139,17 +177,10 @@ absl::StatusOr<RegisterWorkerResponse> RmService::Register(const RegisterWorkerR
 }
 
 bool RmService::HolderIsGone(const HostStatus& holder) {
-  // Outside the lock: a probe waits for the network.
-  auto stub = Worker::NewStub(CreateChannel(holder.address()));
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kHolderProbeTimeout));
-  GetInfoResponse info;
-  grpc::Status status = stub->GetInfo(&context, GetInfoRequest(), &info);
-  if (status.ok()) return !holder.boot_id().empty() && info.boot_id() != holder.boot_id();
-  // Only a refused connection proves it gone. One too slow to answer is busy (a loaded
-  // host), not gone; if it went dark, its heartbeats stop and the newcomer, which retries
-  // a held place for two heartbeat timeouts, gets it after the sweep.
-  return status.error_code() == grpc::StatusCode::UNAVAILABLE;
+  // Outside the lock: a probe waits for the network. One too slow to answer is busy (a
+  // loaded host), not gone; if it went dark, its heartbeats stop and the newcomer, which
+  // retries a held place for two heartbeat timeouts, gets it after the sweep.
+  return AskHosts({holder}, kHolderProbeTimeout)[0] == HostAnswer::kGone;
 }
 
 grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,

@@ -60,6 +60,9 @@ class RmService final : public ::switchyard::ResourceManager::Service {
 
  private:
   void SweepLoop();
+  // Asks the hosts past their heartbeat timeout whether they are alive: one that answers
+  // as itself counts as heartbeating, one whose address is gone is declared dead now.
+  void ConfirmOverdue() ABSL_LOCKS_EXCLUDED(mutex_);
   // The fleet as proxies see it: membership, and the tenants' shares.
   Fleet FleetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Places what the queue allows (after any change to leases or the fleet) and logs it.

@@ -112,13 +112,25 @@ void RmLink::Run() {
       return;
     }
     // Heartbeat until the RM forgets us (then register again) or we stop.
+    absl::Time previous = absl::Now();
     while (Sleep(heartbeat_period_)) {
       grpc::ClientContext context;
       SetDeadline(&context);
       HeartbeatRequest request;
       request.set_incarnation(incarnation_);
       HeartbeatResponse response;
+      const absl::Time sent = absl::Now();
       absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response));
+      // Late heartbeats are what the RM's question to a silent host forgives; saying
+      // which kind (this thread not running, or the call slow) tells an operator why.
+      const absl::Duration took = absl::Now() - sent;
+      if (sent - previous > 2 * heartbeat_period_ || took > heartbeat_period_) {
+        SY_LOG(Warning) << "a heartbeat went " << absl::FormatDuration(sent - previous)
+                        << " after the previous one and took " << absl::FormatDuration(took)
+                        << " (every " << absl::FormatDuration(heartbeat_period_)
+                        << " is the plan): this host is starved or its connection slow";
+      }
+      previous = sent;
       if (status.ok()) {
         if (warned_unreachable) SY_LOG(Info) << "resource manager reachable again";
         warned_unreachable = false;

@@ -7,11 +7,14 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent import futures
 
+import grpc
 import pytest
 
 import switchyard
 from conftest import fleet
+from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
 
@@ -66,6 +69,70 @@ def test_killed_worker_is_unhealthy_within_5s_and_returns_with_same_ids(rm, star
     assert device_ids(after) == device_ids(before)
     assert after["address"] != before["address"]
     assert int(after["registrations"]) == 2
+
+
+def test_a_stopped_worker_is_unhealthy_within_5s_and_rejoins_when_continued(rm, start_worker):
+    # A host gone dark answers neither heartbeats nor the RM's question: down once the
+    # question's window has passed (3 s), not later.
+    start_worker(0)
+    victim = start_worker(1)
+    victim.proc.send_signal(signal.SIGSTOP)
+    stopped_at = time.monotonic()
+    try:
+        while hosts(rm.address)[(1, 0)]["healthy"]:
+            assert time.monotonic() - stopped_at < 5, "still healthy 5 s after SIGSTOP"
+            time.sleep(0.1)
+        assert time.monotonic() - stopped_at > 2  # not before the heartbeat timeout
+    finally:
+        victim.proc.send_signal(signal.SIGCONT)
+    victim.wait_for("registering again")
+    deadline = time.monotonic() + 10
+    while not hosts(rm.address)[(1, 0)]["healthy"]:
+        assert time.monotonic() < deadline, "not healthy again 10 s after SIGCONT"
+        time.sleep(0.1)
+    assert hosts(rm.address)[(0, 0)]["healthy"]
+
+
+class SilentHost(worker_pb2_grpc.WorkerServicer):
+    """A FAKE worker that registers and answers GetInfo as itself but sends no heartbeat:
+    a real worker's heartbeat thread cannot be starved alone on purpose."""
+
+    BOOT_ID = "silent0123456789"
+
+    def __init__(self, rm_address: str):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        worker_pb2_grpc.add_WorkerServicer_to_server(self, self.server)
+        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
+        self.server.start()
+        rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm_address)).RegisterWorker(
+            rm_pb2.RegisterWorkerRequest(
+                protocol_version=1, address=self.address, slice_index=0, host_index=0,
+                boot_id=self.BOOT_ID, plugin=common_pb2.PluginInfo(platform_name="cpu"),
+                devices=[common_pb2.DeviceInfo(local_ordinal=0, kind="cpu")],
+                hostname="fake", pid=0), timeout=10)
+
+    def GetInfo(self, request, context):
+        return worker_pb2.GetInfoResponse(address=self.address, boot_id=self.BOOT_ID,
+                                          registered=True)
+
+
+def test_a_silent_host_that_answers_as_itself_stays_up_until_it_stops_answering(rm):
+    # A heartbeat delayed by a starved thread or a slow connection must not end a user's
+    # job (CI once lost a loaded worker mid-soak): before the RM declares silence death,
+    # it asks the host, and one that answers as itself is kept.
+    host = SilentHost(rm.address)
+    try:
+        time.sleep(5)  # two and a half heartbeat timeouts without a heartbeat
+        assert hosts(rm.address)[(0, 0)]["healthy"]
+        rm.wait_for("answers as itself: kept")
+        assert "is unhealthy" not in rm.output
+    finally:
+        host.server.stop(0)
+    gone_at = time.monotonic()
+    while hosts(rm.address)[(0, 0)]["healthy"]:
+        assert time.monotonic() - gone_at < 5, "still healthy 5 s after its server stopped"
+        time.sleep(0.1)
+    rm.wait_for("its address no longer answers as it")
 
 
 def test_a_paused_rm_does_not_declare_its_workers_dead(rm, start_worker):

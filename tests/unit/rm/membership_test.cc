@@ -125,6 +125,51 @@ TEST(MembershipStallTest, TheRmsOwnStallIsNotCountedAgainstHosts) {
   }
 }
 
+TEST(MembershipConfirmTest, ASilentHostThatAnswersWhenAskedStaysUp) {
+  // A heartbeat delayed on its way (a starved thread, a slow connection) must not end a
+  // user's job: past the timeout the host is overdue, and the RM asks it directly.
+  Membership membership(
+      MembershipOptions{.heartbeat_timeout = kTimeout, .confirm_window = absl::Seconds(1)});
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
+  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
+  SY_ASSERT_OK(membership.Heartbeat(12, t0 + absl::Seconds(2)));
+  EXPECT_TRUE(membership.Overdue(t0 + absl::Seconds(2)).empty());
+  const absl::Time late = t0 + absl::Milliseconds(2250);
+  std::vector<HostStatus> overdue = membership.Overdue(late);
+  ASSERT_EQ(overdue.size(), 1u);
+  EXPECT_EQ(overdue[0].address(), "h:1");
+  EXPECT_EQ(overdue[0].incarnation(), 11u);
+  EXPECT_TRUE(overdue[0].healthy());
+  EXPECT_TRUE(membership.Sweep(late).empty());
+  EXPECT_TRUE(membership.Snapshot(late).slices(0).healthy());
+  // It answered as itself: that counts as a heartbeat.
+  SY_ASSERT_OK(membership.Heartbeat(11, late + absl::Milliseconds(300)));
+  EXPECT_TRUE(membership.Overdue(late + absl::Milliseconds(300)).empty());
+  EXPECT_TRUE(membership.Sweep(t0 + absl::Seconds(4)).empty());
+}
+
+TEST(MembershipConfirmTest, ASilentHostThatDoesNotAnswerDiesAtOnceOrWhenTheWindowEnds) {
+  Membership membership(
+      MembershipOptions{.heartbeat_timeout = kTimeout, .confirm_window = absl::Seconds(1)});
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
+  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
+  const absl::Time late = t0 + absl::Milliseconds(2250);
+  ASSERT_EQ(membership.Overdue(late).size(), 2u);
+  // h:1's address refused the question: dead now, not at the end of the window.
+  membership.Evict(0, 0, 11, late);
+  EXPECT_FALSE(membership.Snapshot(late).slices(0).healthy());
+  EXPECT_TRUE(membership.Snapshot(late).slices(1).healthy());
+  // h:2 gave no answer at all: dead once the window has passed, and no longer overdue.
+  EXPECT_TRUE(membership.Sweep(t0 + absl::Seconds(3)).empty());
+  auto died = membership.Sweep(t0 + absl::Milliseconds(3001));
+  ASSERT_EQ(died.size(), 1u);
+  EXPECT_EQ(died[0].address(), "h:2");
+  EXPECT_TRUE(membership.Overdue(t0 + absl::Milliseconds(3001)).empty());
+  EXPECT_EQ(membership.Heartbeat(12, t0 + absl::Seconds(4)).code(), absl::StatusCode::kNotFound);
+}
+
 TEST(MembershipStallTest, WithoutStallAfterEveryGapCounts) {
   Membership membership(kTimeout);
   const absl::Time t0 = absl::FromUnixSeconds(1000);
