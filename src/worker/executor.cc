@@ -386,36 +386,22 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   // collective for its peers, which every host must start in the same order, and a
   // launch with host callbacks may wait on the client.
   fair.in_order = multi_host || context != nullptr;
-  // On CPU, held to kHostLaunchesCompeting at a time while flows compete (see host_devices_).
-  const bool plain = host_devices_ && !fair.in_order;
-  const bool in_order = fair.in_order;
   Gate& gate = *gate_;
   uint64_t ticket = 0;
   {
     absl::MutexLock lock(&gate.mutex);
-    ticket = gate.fair.Arrive(std::move(fair));
+    ticket = gate.launches.Arrive(std::move(fair), multi_device);
     auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate.mutex) {
-      if (gate.starting || gate.full) return false;
-      if (multi_device && host_devices_ && gate.multi_device_running) return false;
-      if (in_order) return gate.fair.NextInOrder() == ticket;
-      if (gate.fair.NextInOrder() != 0 || gate.fair.Next() != ticket) return false;
-      // Held back only for another flow's sake: alone, a flow keeps the whole window
-      // (a chain of launches waiting on transfers would otherwise queue behind itself).
-      // A flow counts a moment after its last launch too, so that it does not find a
-      // window full of the others' work each time its client is a little late.
-      if (gate.fair.Competing(absl::Now()) < 2) return true;
-      if (gate.in_flight >= 2 && gate.fair.queued() * 1e3 >= limits::kLaunchQueueMs) return false;
-      return !(plain && gate.plain_in_flight >= limits::kHostLaunchesCompeting);
+      return gate.launches.MayStart(ticket, absl::Now());
     };
     gate.mutex.Await(absl::Condition(&turn));
-    gate.fair.Start(ticket, absl::Now());
-    gate.starting = true;
+    gate.launches.Start(ticket, absl::Now());
   }
   bool handed_over = false;
-  absl::Cleanup started = [&] {
+  absl::Cleanup abandoned = [&] {
+    if (handed_over) return;
     absl::MutexLock lock(&gate.mutex);
-    gate.starting = false;
-    if (!handed_over) gate.fair.Withdraw(ticket);
+    gate.launches.Abandon(ticket);
   };
   // Frees the launch's place and charges it once nothing refers to it: after the
   // handover, when the last device part is done and this call has returned (also by an
@@ -423,8 +409,6 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
   auto finish = std::make_shared<FinishOnce>();
   finish->gate = gate_;
   finish->ticket = ticket;
-  finish->plain = plain;
-  finish->multi_device = multi_device;
   finish->executable = executable;
   finish->tenant = request.tenant();
   {
@@ -453,12 +437,8 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     absl::MutexLock lock(&gate.mutex);
     handed_over = true;
     finish->armed = true;
-    ++gate.in_flight;
-    if (plain) ++gate.plain_in_flight;
-    if (gate.in_flight >= limits::kLaunchWindow) gate.full = true;
-    if (multi_device && host_devices_) gate.multi_device_running = true;
+    gate.launches.HandedOver(ticket);
   }
-  std::move(started).Invoke();
   // Done once every device's part is; the context lives until then (custom calls use it).
   struct Pending {
     std::atomic<size_t> left;
@@ -506,7 +486,7 @@ Executor::FinishOnce::~FinishOnce() {
   trace::Record(executable->name(), "launch", handed_over, now, lane, session);
   absl::MutexLock lock(&gate->mutex);
   RecentLaunch recent;
-  recent.set_device_seconds(gate->fair.Finish(ticket, now));
+  recent.set_device_seconds(gate->launches.Finish(ticket, now));
   recent.set_program(executable->name());
   recent.set_tenant(tenant);
   recent.set_finished_unix_ms(absl::ToUnixMillis(now));
@@ -514,18 +494,14 @@ Executor::FinishOnce::~FinishOnce() {
   if (gate->recent.size() > static_cast<size_t>(limits::kRecentLaunchesKept)) {
     gate->recent.pop_back();
   }
-  --gate->in_flight;
-  if (plain) --gate->plain_in_flight;
-  if (gate->in_flight <= limits::kLaunchWindow / 2) gate->full = false;
-  if (multi_device) gate->multi_device_running = false;
 }
 
 void Executor::AddStats(WorkerStats* stats) const {
   absl::MutexLock lock(&gate_->mutex);
-  for (const auto& [tenant, seconds] : gate_->fair.served()) {
+  for (const auto& [tenant, seconds] : gate_->launches.fair().served()) {
     (*stats->mutable_device_seconds())[tenant] = seconds;
   }
-  for (const auto& [ordinal, seconds] : gate_->fair.busy()) {
+  for (const auto& [ordinal, seconds] : gate_->launches.fair().busy()) {
     auto global = devices_->GlobalIdOf(ordinal);
     if (global.ok()) (*stats->mutable_device_busy_seconds())[*global] = seconds;
   }
@@ -564,7 +540,7 @@ std::vector<uint64_t> Executor::Delete(const std::vector<uint64_t>& ids) {
     if (executables_.erase(id) == 0) not_found.push_back(id);
   }
   absl::MutexLock gate(&gate_->mutex);
-  for (uint64_t id : ids) gate_->fair.Forget(id);
+  for (uint64_t id : ids) gate_->launches.Forget(id);
   return not_found;
 }
 
@@ -587,7 +563,7 @@ int64_t Executor::DeleteOwned(uint64_t owner) {
     if (it->second.owner == owner) {
       {
         absl::MutexLock gate(&gate_->mutex);
-        gate_->fair.Forget(it->first);
+        gate_->launches.Forget(it->first);
       }
       doomed.push_back(std::move(it->second.executable));
       executables_.erase(it++);

@@ -23,6 +23,7 @@
 #include "worker/device_map.h"
 #include "worker/fair_share.h"
 #include "worker/host_callbacks.h"
+#include "worker/launch_gate.h"
 
 namespace switchyard::worker {
 
@@ -36,7 +37,10 @@ class Executor {
         devices_(devices),
         buffers_(buffers),
         callbacks_(callbacks),
-        host_devices_(client->platform_name() == "cpu") {}
+        // The host's devices (CPU): the gate holds back what the CPU client would run
+        // side by side or deadlock on. GPUs serve a device's launches in order.
+        gate_(std::make_shared<Gate>(
+            LaunchGate::Options{.host_devices = client->platform_name() == "cpu"})) {}
 
   // Compiles through `cache` (which must outlive the executor) from now on: a program
   // compiled before, by this plugin build for the same devices, is loaded instead.
@@ -110,25 +114,15 @@ class Executor {
     // plugin did not say; as for every array it makes, major-to-minor).
     std::vector<std::vector<int64_t>> parameter_layouts;
   };
-  // Launches waiting for the devices, in their fair order (see FairShare), and those
-  // handed to the plugin. Shared with the completion callbacks, which run on plugin
-  // threads and may come after the executor is gone.
+  // Launches waiting for the devices and those handed to the plugin (see LaunchGate).
+  // Shared with the completion callbacks, which run on plugin threads and may come
+  // after the executor is gone. Launches past the gate's window wait in their operation
+  // streams, where a cancelled session's launches can still be dropped (the plugin's
+  // queue cannot be undone) and others' launches can go first.
   struct Gate {
+    explicit Gate(LaunchGate::Options options) : launches(options) {}
     absl::Mutex mutex;
-    FairShare fair ABSL_GUARDED_BY(mutex);
-    // Handed to the plugin and not finished. At most kLaunchWindow, and while flows
-    // compete, past two about kLaunchQueueMs of estimated device time
-    // (FairShare::queued): the rest wait
-    // in their operation streams, where a cancelled session's launches can still be
-    // dropped (the plugin's queue cannot be undone) and others' launches can go first.
-    int64_t in_flight ABSL_GUARDED_BY(mutex) = 0;
-    // Of those, the launches that may be held back while flows compete (see Launch).
-    int64_t plain_in_flight ABSL_GUARDED_BY(mutex) = 0;
-    // The window filled: nothing more goes until half of it is done, so a queue of
-    // dependent launches costs a waiting thread one wakeup per half window.
-    bool full ABSL_GUARDED_BY(mutex) = false;
-    bool starting ABSL_GUARDED_BY(mutex) = false;  // one launch is handed over at a time
-    bool multi_device_running ABSL_GUARDED_BY(mutex) = false;
+    LaunchGate launches ABSL_GUARDED_BY(mutex);
     std::deque<RecentLaunch> recent ABSL_GUARDED_BY(mutex);  // newest first
   };
   // A launch handed to the plugin is done (all its devices) once this is destroyed,
@@ -137,8 +131,6 @@ class Executor {
     ~FinishOnce();
     std::shared_ptr<Gate> gate;
     uint64_t ticket = 0;
-    bool plain = false;
-    bool multi_device = false;
     std::shared_ptr<const pjrt::Executable> executable;  // for its name
     std::string tenant;
     int64_t lane = 0;  // the trace row of its first device
@@ -149,18 +141,8 @@ class Executor {
 
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
-  // The XLA CPU client runs a multi-device launch's device parts on a small shared
-  // thread pool; with several such launches in flight, parts of different launches can
-  // hold every thread while waiting in a collective for a part that has no thread left
-  // (a rendezvous deadlock). So on CPU a multi-device launch starts once the previous
-  // one is done. GPUs run collectives on device streams and need no such wait.
-  // The CPU client also runs independent launches side by side on the host's cores,
-  // so while flows compete, few at a time (kHostLaunchesCompeting) keeps the order of
-  // admission close to the order of service (GPUs serve a device's launches in order
-  // anyway).
-  const bool host_devices_;
   std::string missing_kernels_hint_;
-  const std::shared_ptr<Gate> gate_ = std::make_shared<Gate>();
+  const std::shared_ptr<Gate> gate_;
   using OwnedSession = std::pair<uint64_t, uint64_t>;  // owner, session
   std::deque<OwnedSession> cancelled_order_ ABSL_GUARDED_BY(mutex_);
   absl::flat_hash_set<OwnedSession> cancelled_ ABSL_GUARDED_BY(mutex_);
