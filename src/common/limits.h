@@ -81,6 +81,13 @@ inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).
 inline constexpr int64_t kLaunchWindow = 32;
+// A request naming a client's host buffer waits this long for its upload to begin (the
+// client starts the upload before it sends the request, so it is there within moments
+// unless it never comes): past it, NOT_FOUND, and the session goes on to its next request.
+inline constexpr int64_t kHostBufferArrivalMs = 20 * 1000;
+// Past a session's array quota (--session_max_arrays), the handles of refused requests
+// still carry the refusal, up to this many more; past that they are unknown handles.
+inline constexpr int64_t kRefusedHandlesMax = 4096;
 // Past two launches, the estimated device time a worker lets queue in its plugin while
 // tenants compete: one whose launch arrives waits behind at most about this much of
 // another's work. (A tenant alone has the whole window.)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/guarded.h"
+#include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/trace.h"
@@ -252,7 +253,13 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     response.mutable_response_metadata()->set_seq_num(seq_num_++);
     return response;
   }
-  for (uint64_t handle : created) arrays_.AddError(handle, status);
+  // Past the quota, refused requests' handles still carry why (a client that made them
+  // asynchronously learns it where it uses them), but only so many: a client that keeps
+  // asking must not grow the table without bound.
+  if (policy_.max_arrays <= 0 || static_cast<int64_t>(arrays_.size() + created.size()) <=
+                                     policy_.max_arrays + limits::kRefusedHandlesMax) {
+    for (uint64_t handle : created) arrays_.AddError(handle, status);
+  }
   wire::IfrtResponse failed;
   failed.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   *failed.mutable_response_metadata()->mutable_status() = ToStatusProto(status);

@@ -106,7 +106,8 @@ struct SessionPolicy {
   // never).
   int num_elastic_slices = -1;
   // Live array handles (arrays, and failed requests' error handles) the session may
-  // hold: a request that would make more is refused with RESOURCE_EXHAUSTED. 0: no bound.
+  // hold: a request that would make more is refused with RESOURCE_EXHAUSTED, an error
+  // its handles carry for up to kRefusedHandlesMax handles past the bound. 0: no bound.
   int64_t max_arrays = 0;
   // Where gs:// and s3:// buckets are mounted (profiles are written there).
   std::string storage_mount_root;

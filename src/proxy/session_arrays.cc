@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/wire_numbers.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
 #include "proxy/worker_calls.h"
@@ -21,6 +22,22 @@ namespace {
 
 // How long a request that consumes a client upload waits for the bytes.
 constexpr absl::Duration kHostBufferWait = absl::Minutes(10);
+
+// The client upload a request consumes, once it has begun to arrive: the client starts
+// an upload before it sends the request naming it, so one that has not begun within
+// kHostBufferArrivalMs never will, and the session must go on to its next request.
+absl::StatusOr<std::shared_ptr<const HostBuffer>> ArrivedUpload(HostBufferStore& store,
+                                                                uint64_t handle,
+                                                                const CancelledFn& cancelled) {
+  const absl::Duration bound = absl::Milliseconds(limits::kHostBufferArrivalMs);
+  absl::StatusOr<std::shared_ptr<const HostBuffer>> host = store.Lookup(handle, bound, cancelled);
+  if (absl::IsNotFound(host.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("host buffer ", handle, " was never stored: no upload of it began within ",
+                     absl::FormatDuration(bound), " of the request naming it"));
+  }
+  return host;
+}
 
 std::vector<int64_t> Strides(bool has, const wire::ByteStrides& strides) {
   if (!has) return {};
@@ -246,16 +263,24 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
     wire::MakeArrayFromHostBufferResponse* response) {
   const uint64_t handle =
       request.has_array_handle() ? request.array_handle() : request.host_buffer_handle();
-  SY_ASSIGN_OR_RETURN(
-      auto host, host_buffers_->Lookup(request.host_buffer_handle(), kHostBufferWait, cancelled_));
+  // A malformed request fails at once, not after waiting for its upload (which the
+  // client may still send: the session's end frees it).
+  absl::StatusOr<DType> dtype = FromDTypeProto(request.dtype());
+  absl::StatusOr<Sharding> sharding = ParseSharding(request.sharding());
+  absl::StatusOr<std::vector<int64_t>> shape = FromShapeProto(request.shape());
+  for (const absl::Status& parsed : {dtype.status(), sharding.status(), shape.status()}) {
+    if (parsed.ok()) continue;
+    (void)host_buffers_->Delete(request.host_buffer_handle());
+    return parsed;
+  }
+  SY_ASSIGN_OR_RETURN(auto host,
+                      ArrivedUpload(*host_buffers_, request.host_buffer_handle(), cancelled_));
   (void)host_buffers_->Delete(request.host_buffer_handle());
-  SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
-  SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
-  SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, FromShapeProto(request.shape()));
-  std::vector<int64_t> strides = DropDenseStrides(
-      Strides(request.has_byte_strides(), request.byte_strides()), shape, HostElementBytes(dtype));
+  std::vector<int64_t> strides =
+      DropDenseStrides(Strides(request.has_byte_strides(), request.byte_strides()), *shape,
+                       HostElementBytes(*dtype));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(dtype, std::move(shape), std::move(sharding), host, strides));
+                      PutHostArray(*dtype, *std::move(shape), *std::move(sharding), host, strides));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
   return absl::OkStatus();
@@ -308,8 +333,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     array->shards.resize(sharding.devices.size());
     for (int b = 0; b < spec.host_buffers_size(); ++b) {
       const auto& buffer = spec.host_buffers(b);
-      SY_ASSIGN_OR_RETURN(auto host, host_buffers_->Lookup(buffer.host_buffer_handle(),
-                                                           kHostBufferWait, cancelled_));
+      SY_ASSIGN_OR_RETURN(auto host,
+                          ArrivedUpload(*host_buffers_, buffer.host_buffer_handle(), cancelled_));
       (void)host_buffers_->Delete(buffer.host_buffer_handle());
       SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shard_shape, FromShapeProto(buffer.shape()));
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
@@ -806,6 +831,8 @@ absl::Status Session::HandleIsArrayDeleted(const wire::IsArrayDeletedRequest& re
 
 absl::Status Session::HandleGetDefaultLayout(const wire::GetDefaultLayoutRequest& request,
                                              wire::GetDefaultLayoutResponse* response) {
+  SY_RETURN_IF_ERROR(CheckedShape(request.dims(), "shape").status());
+  SY_RETURN_IF_ERROR(SessionDevice(request.device_id()).status());
   // Dense row-major, written as XLA prints a layout: minor-to-major dimension list.
   std::vector<int64_t> minor_to_major;
   for (int d = request.dims_size() - 1; d >= 0; --d) minor_to_major.push_back(d);

@@ -176,6 +176,54 @@ def test_client_waiting_on_a_missing_upload_can_leave(cluster):
     fresh.close()
 
 
+def test_a_request_naming_an_upload_never_stored_fails_and_the_session_goes_on(cluster):
+    # One request naming a host buffer that never comes must not wedge the session: it
+    # gets NOT_FOUND once the upload has had time to begin, and the next request its answer.
+    session = RawSession(channel(cluster.target))
+    session.request(init_request=s.InitRequest())
+    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
+    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    Shards = s.MakeArraysFromHostBufferShardsRequest
+    started = time.monotonic()
+    missing = session.request(make_arrays_from_host_buffer_shards_request=Shards(
+        array_handles=[41], specs=[Shards.MakeArraysFromHostBufferShardsSpec(
+            addressable_shard_indices=[Shards.ShardIndices(indices=[0])],
+            host_buffers=[Shards.HostBuffer(dtype=f32, shape=t.ShapeProto(dims=[4]),
+                                            host_buffer_handle=4141)],
+            array_spec=t.ArraySpecProto(dtype=f32, shape=t.ShapeProto(dims=[4]),
+                                        sharding=sharding))]))
+    waited = time.monotonic() - started
+    assert status(missing) == grpc.StatusCode.NOT_FOUND.value[0], missing
+    assert "host buffer 4141 was never stored" in missing.response_metadata.status.message
+    assert waited < 60, waited  # the bound is 20 s
+    after = session.request(is_array_deleted_request=s.IsArrayDeletedRequest(array_handle=41))
+    assert after.WhichOneof("response") is not None or status(after) != OK
+    # A malformed request fails at once instead of waiting for its upload first.
+    started = time.monotonic()
+    bad = session.request(make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+        dtype=t.DTypeProto(kind=t.DTypeProto.KIND_F32), shape=t.ShapeProto(dims=[-3]),
+        sharding=sharding, host_buffer_handle=4242, array_handle=42))
+    assert status(bad) == grpc.StatusCode.INVALID_ARGUMENT.value[0], bad
+    assert time.monotonic() - started < 5
+    assert status(session.request(init_request=s.InitRequest())) != OK  # still answering
+    session.close()
+
+
+def test_default_layout_of_a_shape_or_device_that_cannot_be_is_refused(cluster):
+    session = RawSession(channel(cluster.target))
+    session.request(init_request=s.InitRequest())
+    ok = session.request(get_default_layout_request=s.GetDefaultLayoutRequest(
+        dims=[4, 2], device_id=0))
+    assert status(ok) == OK and ok.get_default_layout_response.serialized_pjrt_layout == b"{1,0}"
+    for dims, device in (([4, -3], 0), ([1 << 62, 1 << 62], 0), ([4], 999)):
+        refused = session.request(get_default_layout_request=s.GetDefaultLayoutRequest(
+            dims=dims, device_id=device))
+        assert status(refused) == grpc.StatusCode.INVALID_ARGUMENT.value[0], (dims, device)
+    session.close()
+
+
 KILLED_CLIENT = """
 import numpy as np, jax, switchyard
 switchyard.initialize()

@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/limits.h"
 #include "gtest/gtest.h"
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
@@ -228,6 +229,34 @@ TEST_F(SessionTest, AFailedRequestBindsItsErrorToTheHandlesItWouldHaveMade) {
   ASSERT_FALSE(fetched.ok());
   EXPECT_EQ(fetched.status().code(), Code(made)) << fetched.status();
   EXPECT_EQ(Code(Ready({30})), Code(made));
+}
+
+TEST_F(SessionTest, PastTheArrayQuotaRefusedHandlesSayWhyButOnlySoMany) {
+  SessionPolicy policy;
+  policy.max_arrays = 2;
+  session_ = std::make_unique<Session>(
+      8, Version{kProtocolMax, kSerDesMax}, fleet_.fleet(), store_, [] { return false; }, sink_,
+      policy);
+  wire::IfrtRequest init;
+  init.mutable_init_request();
+  ASSERT_EQ(Code(Answer(init)), absl::StatusCode::kOk);
+  ASSERT_EQ(Code(MakeArray(1, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  ASSERT_EQ(Code(MakeArray(2, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  // A client looping past its quota, as jax does with asynchronous array creation.
+  const int64_t asked = limits::kRefusedHandlesMax + 100;
+  for (int64_t i = 0; i < asked; ++i) {
+    wire::IfrtRequest request;
+    auto* make = request.mutable_make_error_arrays_request();
+    make->mutable_error()->set_code(static_cast<int>(absl::StatusCode::kAborted));
+    make->mutable_error()->set_message("made on purpose");
+    make->add_array_specs()->mutable_dtype()->set_kind(t::DTypeProto::KIND_F32);
+    make->add_array_handles(100 + i);
+    ASSERT_EQ(Code(Answer(request)), absl::StatusCode::kResourceExhausted) << i;
+  }
+  EXPECT_EQ(static_cast<int64_t>(session_->arrays()), 2 + limits::kRefusedHandlesMax);
+  // The first refused handles carry the refusal where they are used; the rest are unknown.
+  EXPECT_EQ(Code(Ready({100})), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(Code(Ready({100 + asked - 1})), absl::StatusCode::kNotFound);
 }
 
 TEST_F(SessionTest, ADeletedArrayIsGoneAndSaysSo) {
