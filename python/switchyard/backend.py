@@ -41,6 +41,9 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
                token: str | None = None, virtual_slices: str | None = None) -> None:
     """Makes `jax` use the Switchyard proxy at `target` (default `$JAX_BACKEND_TARGET`).
 
+    `connection_timeout_s`: how long the client keeps trying to connect (default
+    `$PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS`, else the client's own, two minutes).
+
     `token`: this tenant's token, for a proxy that requires one (default
     `$SWITCHYARD_TOKEN`). `virtual_slices`: the slices this session leases from a
     shared pool, GENERATION:TOPOLOGY,... (default `$SWITCHYARD_VIRTUAL_SLICES`, else the
@@ -67,8 +70,12 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
 
     def make_client():
         options = ifrt_proxy.ClientConnectionOptions()
-        if connection_timeout_s is not None:
-            options.connection_timeout_in_seconds = int(connection_timeout_s)
+        # As pathwaysutils does: the environment's bound unless the caller gave one.
+        timeout_s = connection_timeout_s
+        if timeout_s is None and os.environ.get("PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS"):
+            timeout_s = int(os.environ["PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS"])
+        if timeout_s is not None:
+            options.connection_timeout_in_seconds = int(timeout_s)
         address = jax.config.read("jax_backend_target")
         if not address:
             raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
