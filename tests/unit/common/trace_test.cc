@@ -64,5 +64,16 @@ TEST(TraceTest, ChromeJsonHasARowPerProcessAndEscapesNames) {
   EXPECT_EQ(json.back(), '}');
 }
 
+// A caller that names no session gets every session's spans without their names.
+TEST(TraceTest, AWindowOfNoSessionSeesNoSessionsNames) {
+  const uint64_t window = Begin();
+  { Scoped span("a tenant's request", "request", 5); }
+  { Scoped span("a transfer", "transfer"); }
+  std::vector<Span> spans = End(window, 0);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].name, "(another session)");
+  EXPECT_EQ(spans[1].name, "a transfer");
+}
+
 }  // namespace
 }  // namespace switchyard::trace
