@@ -32,6 +32,7 @@
 
 ABSL_FLAG(int, workers, 2, "up: number of workers");
 ABSL_FLAG(int, devices_per_worker, 4, "up: CPU devices per worker");
+ABSL_DECLARE_FLAG(int64_t, max_buffer_bytes);
 ABSL_FLAG(int, hosts_per_slice, 1, "up: workers per slice (worker i is host i % n of slice i / n)");
 // By default every process of `up` serves on a Unix socket in a directory only this user
 // can enter: no other user of the host reaches any of them. A port puts that process on
@@ -383,7 +384,9 @@ int RunUp(const char* argv0) {
              absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
              absl::StrCat("--sidecar_writable_paths=",
                           absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
-             absl::StrCat("--cpu_device_count=", devices)}));
+             absl::StrCat("--cpu_device_count=", devices),
+             absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
+             absl::StrCat("--workers_per_host=", workers)}));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));

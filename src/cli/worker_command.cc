@@ -13,6 +13,13 @@
 ABSL_FLAG(int, slice_index, 0, "Slice this worker belongs to (env SWITCHYARD_SLICE_INDEX)");
 ABSL_FLAG(int, host_index, 0, "Index of this host within its slice");
 ABSL_FLAG(int, cpu_device_count, 0, "CPU plugin only: number of devices (0: plugin default)");
+ABSL_FLAG(int64_t, max_buffer_bytes, -1,
+          "The most bytes the buffers held for clients may take; past it, what would make "
+          "more is refused with RESOURCE_EXHAUSTED. 0: no bound; -1: on CPU, 80% of this "
+          "host's memory shared by --workers_per_host workers, otherwise none");
+ABSL_FLAG(int, workers_per_host, 1,
+          "Workers sharing this host's memory (switchyard up sets it): the default "
+          "--max_buffer_bytes is one's share");
 ABSL_FLAG(int, num_nodes, 1,
           "Hosts of this slice forming one multi-host PJRT client (GPU: one NCCL clique); "
           "this host is node --host_index. They meet through the resource manager.");
@@ -53,6 +60,12 @@ int RunWorker() {
   }
   options.python = absl::GetFlag(FLAGS_python);  // empty: the worker looks for one
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
+  options.max_buffer_bytes = absl::GetFlag(FLAGS_max_buffer_bytes);
+  options.workers_per_host = absl::GetFlag(FLAGS_workers_per_host);
+  if (options.max_buffer_bytes < -1 || options.workers_per_host < 1) {
+    SY_LOG(Error) << "--max_buffer_bytes must be -1, 0 or positive, --workers_per_host at least 1";
+    return 2;
+  }
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);
   options.kv_epoch = absl::GetFlag(FLAGS_kv_epoch);
   options.register_timeout = absl::Seconds(absl::GetFlag(FLAGS_register_timeout_s));

@@ -88,6 +88,13 @@ inline constexpr int64_t kHostBufferArrivalMs = 20 * 1000;
 // Past a session's array quota (--session_max_arrays), the handles of refused requests
 // still carry the refusal, up to this many more; past that they are unknown handles.
 inline constexpr int64_t kRefusedHandlesMax = 4096;
+// A CPU worker's buffers may take this share of the host's memory by default (its devices'
+// memory is the host's): past it a request is refused, not the kernel's OOM killer left to
+// pick a process. `switchyard up` divides it among the workers it starts on one host.
+inline constexpr int64_t kHostBufferMemoryPercent = 80;
+// An upload past that bound waits this long for room before it is refused: the client's
+// deletions travel on the operation stream, and may arrive just after the upload.
+inline constexpr int64_t kBufferRoomWaitMs = 1000;
 // Past two launches, the estimated device time a worker lets queue in its plugin while
 // tenants compete: one whose launch arrives waits behind at most about this much of
 // another's work. (A tenant alone has the whole window.)

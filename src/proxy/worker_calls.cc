@@ -104,6 +104,8 @@ constexpr absl::string_view kInlineAgain = "switchyard.dev/inline-again";
 // stored nothing, and the bytes may go inline.
 absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader& header,
                                     const BytePrefix& prefix, const PutPlane& plane) {
+  // Arrays the client freed go first: the worker may need their room for this one.
+  worker->SendDeletes();
   const int64_t size = static_cast<int64_t>(header.size_bytes());
   int64_t arrived = std::min<int64_t>(limits::kBulkChunkBytes, size);
   SY_ASSIGN_OR_RETURN(absl::string_view first, prefix(arrived));
@@ -164,6 +166,8 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
 // The put over gRPC, each chunk sent once it is there.
 absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader& header,
                                    const BytePrefix& prefix) {
+  // Arrays the client freed go first: the worker may need their room for this one.
+  worker->SendDeletes();
   const int64_t size = static_cast<int64_t>(header.size_bytes());
   grpc::ClientContext context;
   SetDeadline(&context, kTransferTimeout);

@@ -1,9 +1,46 @@
 #include "worker/buffer_store.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 
 namespace switchyard::worker {
+
+BufferStore::Reservation& BufferStore::Reservation::operator=(Reservation&& other) noexcept {
+  if (this != &other) {
+    Release();
+    store_ = std::exchange(other.store_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void BufferStore::Reservation::Release() {
+  if (store_ == nullptr) return;
+  absl::MutexLock lock(&store_->mutex_);
+  store_->reserved_ -= bytes_;
+  store_ = nullptr;
+  bytes_ = 0;
+}
+
+absl::StatusOr<BufferStore::Reservation> BufferStore::Reserve(
+    int64_t bytes, absl::FunctionRef<std::string()> describe, absl::Duration wait) {
+  if (bytes < 0) return absl::InvalidArgumentError(absl::StrCat(describe(), ": negative size"));
+  absl::MutexLock lock(&mutex_);
+  auto fits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return max_bytes_ <= 0 || bytes <= max_bytes_ - bytes_ - reserved_;
+  };
+  if (!fits() && wait > absl::ZeroDuration()) mutex_.AwaitWithTimeout(absl::Condition(&fits), wait);
+  if (!fits()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(describe(), " would take ", bytes, " bytes; this worker holds ", bytes_,
+                     " bytes of buffers (", reserved_, " more on their way) and allows ",
+                     max_bytes_, " (--max_buffer_bytes): free some arrays first"));
+  }
+  reserved_ += bytes;
+  return Reservation(this, bytes);
+}
 
 absl::Status BufferStore::Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
                               uint64_t owner) {

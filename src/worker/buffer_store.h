@@ -6,9 +6,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -30,6 +32,36 @@ struct StoredBuffer {
 
 class BufferStore {
  public:
+  // Memory claimed for buffers about to be made (a launch's outputs, an upload): it
+  // counts against the bound until it is destroyed, by when they are in the store.
+  class Reservation {
+   public:
+    Reservation() = default;
+    Reservation(Reservation&& other) noexcept
+        : store_(std::exchange(other.store_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    Reservation& operator=(Reservation&& other) noexcept;
+    ~Reservation() { Release(); }
+
+   private:
+    friend class BufferStore;
+    void Release();
+    Reservation(BufferStore* store, int64_t bytes) : store_(store), bytes_(bytes) {}
+    BufferStore* store_ = nullptr;
+    int64_t bytes_ = 0;
+  };
+
+  // `max_bytes`: the most the buffers held and reserved may take (0: no bound). On a
+  // host whose devices are its own memory (CPU), past it the kernel's OOM killer would
+  // pick a process; a refusal names the bound instead.
+  explicit BufferStore(int64_t max_bytes = 0) : max_bytes_(max_bytes) {}
+
+  // Claims `bytes` for what `describe` names (a sentence's subject, "the outputs of
+  // executable 7"; called only for an error), waiting up to `wait` for room (deletions
+  // on their way by another path). RESOURCE_EXHAUSTED naming the bound if the buffers
+  // held and reserved would pass it.
+  absl::StatusOr<Reservation> Reserve(int64_t bytes, absl::FunctionRef<std::string()> describe,
+                                      absl::Duration wait = absl::ZeroDuration())
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
   absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
                    uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
@@ -59,9 +91,12 @@ class BufferStore {
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t max_bytes() const { return max_bytes_; }
 
  private:
+  const int64_t max_bytes_;
   mutable absl::Mutex mutex_;
+  int64_t reserved_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const StoredBuffer>> buffers_
       ABSL_GUARDED_BY(mutex_);
   int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;

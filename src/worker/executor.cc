@@ -1,5 +1,7 @@
 #include "worker/executor.h"
 
+#include <limits>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -372,6 +374,20 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       held.push_back(std::move(stored));
     }
   }
+  // The outputs' memory is claimed before the launch, so that one past the worker's
+  // bound fails here, naming it, instead of the host running out (counted whole even
+  // where an output reuses a donated input's memory).
+  int64_t output_bytes = 0;
+  for (const pjrt::OutputSpec& spec : executable->outputs()) {
+    SY_ASSIGN_OR_RETURN(int64_t elements, CheckedElements(spec.dims, "an output"));
+    output_bytes += pjrt::DenseByteSize(spec.dtype, elements);  // each under 2^62: no overflow
+  }
+  SY_ASSIGN_OR_RETURN(
+      output_bytes, CheckedProduct(output_bytes, static_cast<int64_t>(num_devices),
+                                   std::numeric_limits<int64_t>::max() / 4, "the outputs' bytes"));
+  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(output_bytes, [&] {
+    return absl::StrCat("the outputs of executable ", request.executable_id());
+  }));
   const bool multi_device = num_devices > 1;
   const bool multi_host = request.launch_id() != 0;
   FairShare::Request fair;

@@ -139,8 +139,11 @@ absl::Status ShardStorage::LoadOne(const StoredShard& shard, uint64_t owner,
   SY_RETURN_IF_ERROR(CheckedElements(Vector(shard.shape()), "array").status());
   const auto dtype = static_cast<pjrt::DType>(shard.dtype());
   SY_RETURN_IF_ERROR(ZarrDType(shard.dtype()).status());
-  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data,
-                      HostBytes::Allocate(pjrt::HostByteSize(dtype, elements)));
+  const int64_t bytes = pjrt::HostByteSize(dtype, elements);
+  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(bytes, [&] {
+    return absl::StrCat("shard ", shard.name(), " (a load)");
+  }));
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, HostBytes::Allocate(bytes));
   SY_RETURN_IF_ERROR(ReadBox(dir, shard.dtype(), Vector(shard.shape()), Vector(shard.start()), dims,
                              absl::MakeSpan(data->data(), data->size())));
   SY_ASSIGN_OR_RETURN(auto buffer,

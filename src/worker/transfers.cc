@@ -245,6 +245,9 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
   const int64_t element_bytes = pjrt::HostElementBytes(dtype);
   if (element_bytes == 0) return absl::UnimplementedError("sub-byte types cannot be assembled");
   const std::vector<int64_t> dims(header.dims().begin(), header.dims().end());
+  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(size, [&] {
+    return absl::StrCat("buffer ", header.buffer_id(), " (a transfer)");
+  }));
   // The common case, a whole buffer moved: no cutting and pasting.
   if (request.pieces_size() == 1 && request.pieces(0).source_start().empty() &&
       request.pieces(0).size().empty() && request.pieces(0).dest_start().empty()) {

@@ -139,6 +139,16 @@ ColocatedOptions ColocatedSetup(const WorkerOptions& options, const WorkerPython
   return colocated;
 }
 
+// The bound on the buffers' bytes: the operator's, else on CPU (whose device memory is
+// the host's) a share of the host's memory, else none (a GPU plugin refuses what does not
+// fit its device itself).
+int64_t MaxBufferBytes(const WorkerOptions& options, const std::string& platform) {
+  if (options.max_buffer_bytes >= 0) return options.max_buffer_bytes;
+  if (platform != "cpu") return 0;
+  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  return memory / 100 * limits::kHostBufferMemoryPercent / std::max(options.workers_per_host, 1);
+}
+
 class WorkerServerImpl final : public WorkerServer {
  public:
   ~WorkerServerImpl() override {
@@ -177,23 +187,30 @@ class WorkerServerImpl final : public WorkerServer {
     SY_LOG(Info) << python.summary;
     RegisterKernels(*plugin, client_->platform_name(), python.path);
     devices_ = std::make_unique<DeviceMap>(client_.get());
+    const int64_t max_buffer_bytes = MaxBufferBytes(options, client_->platform_name());
+    buffers_ = std::make_unique<BufferStore>(max_buffer_bytes);
+    if (max_buffer_bytes > 0) {
+      SY_LOG(Info) << "buffers may take up to " << max_buffer_bytes
+                   << " bytes (--max_buffer_bytes)";
+    }
     if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name()); callbacks.ok()) {
       callbacks_ = std::move(callbacks).value();
     } else {
       SY_LOG(Info) << "no host callbacks (jax.debug.print, pure_callback): " << callbacks.status();
     }
     executor_ =
-        std::make_unique<Executor>(client_.get(), devices_.get(), &buffers_, callbacks_.get());
+        std::make_unique<Executor>(client_.get(), devices_.get(), buffers_.get(), callbacks_.get());
     OpenCompileCache(options, *plugin);
-    transfers_ = std::make_unique<Transfers>(client_.get(), devices_.get(), &buffers_, &progress_);
-    storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), &buffers_,
+    transfers_ =
+        std::make_unique<Transfers>(client_.get(), devices_.get(), buffers_.get(), &progress_);
+    storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), buffers_.get(),
                                               options.storage_mount_root);
     if (python.path.empty()) {
       executor_->ExplainMissingKernels(
           "this worker registered no jaxlib kernels: start it with --python=<a Python with "
           "jaxlib> (its start-up log says why it found none)");
     }
-    colocated_ = std::make_unique<ColocatedCalls>(client_.get(), devices_.get(), &buffers_,
+    colocated_ = std::make_unique<ColocatedCalls>(client_.get(), devices_.get(), buffers_.get(),
                                                   ColocatedSetup(options, python));
 
     WorkerIdentity identity;
@@ -205,9 +222,9 @@ class WorkerServerImpl final : public WorkerServer {
     absl::BitGen random;
     identity.boot_id = absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16),
                                     absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
-    service_ = std::make_unique<WorkerService>(identity, client_.get(), devices_.get(), &buffers_,
-                                               executor_.get(), transfers_.get(), &progress_,
-                                               callbacks_.get(), storage_.get(), colocated_.get());
+    service_ = std::make_unique<WorkerService>(
+        identity, client_.get(), devices_.get(), buffers_.get(), executor_.get(), transfers_.get(),
+        &progress_, callbacks_.get(), storage_.get(), colocated_.get());
     // Frees what dead proxies made (their leases ran out).
     lease_sweeper_ = std::thread([this] {
       NameThisThread("sy-lease-sweep");
@@ -297,9 +314,9 @@ class WorkerServerImpl final : public WorkerServer {
 
   std::string RenderMetrics() const {
     MetricsText text;
-    text.Add("switchyard_worker_buffers", "gauge", "Buffers held for clients.", buffers_.size())
+    text.Add("switchyard_worker_buffers", "gauge", "Buffers held for clients.", buffers_->size())
         .Add("switchyard_worker_buffer_bytes", "gauge", "Bytes of the buffers held.",
-             buffers_.bytes())
+             buffers_->bytes())
         .Add("switchyard_worker_executables", "gauge", "Loaded executables.", executor_->size())
         .Add("switchyard_worker_executions_total", "counter", "Launches started.",
              executor_->executions())
@@ -410,7 +427,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::unique_ptr<RmKeyValueStore> kv_store_;  // outlives the client, which calls it
   std::unique_ptr<pjrt::Client> client_;
   std::unique_ptr<DeviceMap> devices_;
-  BufferStore buffers_;
+  std::unique_ptr<BufferStore> buffers_;
   StreamProgress progress_;
   std::unique_ptr<HostCallbacks> callbacks_;                    // outlives the executor's launches
   std::unique_ptr<compile_cache::CompileCache> compile_cache_;  // outlives the executor

@@ -37,6 +37,12 @@ struct WorkerOptions {
   // took; "none": neither feature, and programs calling the kernels fail to compile.
   std::string python = "none";
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
+  // The most bytes the buffers held for clients may take: past it, what would make more
+  // is refused with RESOURCE_EXHAUSTED. 0: no bound; -1: on CPU, whose device memory is
+  // the host's, kHostBufferMemoryPercent of the host's memory over `workers_per_host`;
+  // otherwise none.
+  int64_t max_buffer_bytes = -1;
+  int workers_per_host = 1;  // sharing the host's memory: -1 above is one's share
   // More than 1: this worker is node `host_index` of a multi-host PJRT client formed
   // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find
   // each other through the RM's key-value store. Creating the client waits for all.

@@ -206,6 +206,11 @@ absl::Status WorkerService::ReceiveBuffer(grpc::ServerReader<PutBufferChunk>* re
     return absl::InvalidArgumentError(
         absl::StrCat("buffer id ", header.buffer_id(), " is reserved or in use"));
   }
+  SY_ASSIGN_OR_RETURN(
+      BufferStore::Reservation memory,
+      buffers_->Reserve(
+          size, [&] { return absl::StrCat("buffer ", header.buffer_id(), " (an upload)"); },
+          absl::Milliseconds(limits::kBufferRoomWaitMs)));
   // Received straight into memory the plugin may keep using (no copy on CPU).
   SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data, HostBytes::Allocate(size));
   if (chunk.has_offer()) {

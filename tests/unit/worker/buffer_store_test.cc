@@ -1,5 +1,9 @@
 #include "worker/buffer_store.h"
 
+#include <memory>
+
+#include <thread>
+
 #include "gtest/gtest.h"
 
 namespace switchyard::worker {
@@ -30,6 +34,49 @@ TEST(BufferStoreTest, AStoredErrorIsWhatStringReadersGet) {
   store.AddError(9, absl::UnknownError("Traceback: ValueError"));
   EXPECT_EQ(store.GetAny(9).status().message(), "Traceback: ValueError");
   EXPECT_EQ(store.Get(9).status().message(), "Traceback: ValueError");
+}
+
+TEST(BufferStoreTest, ReservationsCountAgainstTheBoundUntilTheyGo) {
+  BufferStore store(/*max_bytes=*/100);
+  absl::StatusOr<BufferStore::Reservation> first =
+      store.Reserve(60, [] { return std::string("the outputs of a launch"); });
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<BufferStore::Reservation> refused =
+      store.Reserve(50, [] { return std::string("an upload"); });
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("an upload would take 50 bytes"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--max_buffer_bytes"), std::string::npos);
+  {
+    BufferStore::Reservation moved = *std::move(first);  // counted once, wherever it is
+    EXPECT_FALSE(store.Reserve(50, [] { return std::string("an upload"); }).ok());
+  }
+  EXPECT_TRUE(store.Reserve(100, [] { return std::string("an upload"); }).ok());
+  EXPECT_EQ(store.Reserve(-1, [] { return std::string("an upload"); }).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  BufferStore unbounded;
+  EXPECT_TRUE(unbounded.Reserve(int64_t{1} << 62, [] { return std::string("an upload"); }).ok());
+}
+
+TEST(BufferStoreTest, AReservationMayWaitForRoomBeingFreed) {
+  // An upload's worker may get it just before the client's deletions, which travel on
+  // another stream: it waits a moment for them.
+  BufferStore store(/*max_bytes=*/100);
+  auto held = std::make_unique<BufferStore::Reservation>(
+      *store.Reserve(100, [] { return std::string("earlier arrays"); }));
+  std::thread freeing([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    held.reset();
+  });
+  absl::StatusOr<BufferStore::Reservation> waited = store.Reserve(
+      80, [] { return std::string("an upload"); }, absl::Seconds(10));
+  freeing.join();
+  EXPECT_TRUE(waited.ok()) << waited.status();
+  const absl::Time before = absl::Now();
+  EXPECT_FALSE(store
+                   .Reserve(
+                       80, [] { return std::string("another"); }, absl::Milliseconds(50))
+                   .ok());
+  EXPECT_LT(absl::Now() - before, absl::Seconds(5));  // the wait is bounded
 }
 
 }  // namespace

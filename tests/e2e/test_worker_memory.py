@@ -1,0 +1,65 @@
+"""A worker's buffers are bounded (--max_buffer_bytes; by default on CPU a share of the
+host's memory): past the bound, uploads and launches are refused with RESOURCE_EXHAUSTED
+naming it, the worker stays up, and the session goes on once it frees some arrays."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import switchyard
+
+MIB = 1 << 20
+
+CLIENT = """
+import json
+import numpy as np
+import jax, jax.numpy as jnp
+import switchyard
+switchyard.initialize()
+
+def refusal(make):
+    held = []
+    try:
+        for _ in range(64):
+            held.append(make())
+            held[-1].block_until_ready()
+    except Exception as e:
+        return len(held) - 1, str(e), held
+    return len(held), "", held
+
+device = jax.devices()[0]
+# Uploads of 16 MiB each, past a 64 MiB bound.
+uploads, up_error, held = refusal(
+    lambda: jax.device_put(np.ones(4 << 20, np.float32), device))
+del held
+# Launches whose outputs are 16 MiB each.
+launches, launch_error, held = refusal(
+    lambda: jax.jit(lambda: jnp.ones(4 << 20, jnp.float32), device=device)())
+del held
+after = float(jnp.sum(jax.device_put(np.ones(1024, np.float32), device)))
+print(json.dumps(dict(uploads=uploads, up_error=up_error, launches=launches,
+                      launch_error=launch_error, after=after)), flush=True)
+"""
+
+
+def test_past_the_bound_uploads_and_launches_are_refused_and_the_worker_stays_up():
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1,
+                                 flags=(f"--max_buffer_bytes={64 * MIB}",)) as cluster:
+        worker = cluster.child_pid("worker", 0)
+        done = subprocess.run([sys.executable, "-c", textwrap.dedent(CLIENT)],
+                              env={**os.environ, **cluster.env()}, text=True,
+                              capture_output=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        for kind in ("up", "launch"):
+            error = result[f"{kind}_error"]
+            assert "RESOURCE_EXHAUSTED" in error and "--max_buffer_bytes" in error, error
+        # 64 MiB hold three or four 16 MiB arrays (a little is held besides).
+        assert 2 <= result["uploads"] <= 4, result
+        assert 2 <= result["launches"] <= 4, result
+        assert result["after"] == 1024.0
+        assert cluster.child_pid("worker", 0) == worker  # not restarted: it never died
