@@ -1,5 +1,6 @@
-"""Chaos: two clients train across four slices while workers are killed at random
-(never the last slice standing), and the resource manager and the proxy once each.
+"""Chaos: two clients, two tenants of one proxy with shares 1:2, train across the same
+four slices while workers are killed at random (never the last slice standing), and the
+resource manager and the proxy once each.
 No client crashes or hangs; every step succeeds or fails with DATA_LOSS (a lost slice)
 or UNAVAILABLE (the lost proxy); afterwards the workers hold nothing.
 
@@ -8,6 +9,7 @@ larger value, e.g. SWITCHYARD_CHAOS_SECONDS=1800 ./dev test -k chaos."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -25,14 +27,18 @@ PERIOD = 20.0  # a worker dies at a random point of every period
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+TOKENS = {"alice": "alice-chaos-token", "bob": "bob-chaos-token"}
+
+
 class Client:
-    def __init__(self, cluster, name: str):
+    def __init__(self, cluster, name: str, token: str):
         self.name = name
         self.lines: list[dict] = []
         self.last = time.monotonic()
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "chaos_client.py"), "--seconds", str(SECONDS),
-             "--name", name], env={**os.environ, **cluster.env()}, stdout=subprocess.PIPE,
+             "--name", name], env={**os.environ, **cluster.env(), "SWITCHYARD_TOKEN": token},
+            stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -43,10 +49,15 @@ class Client:
                 self.last = time.monotonic()
 
 
-def test_two_clients_train_through_kills_of_workers_the_rm_and_the_proxy():
+def test_two_tenants_train_through_kills_of_workers_the_rm_and_the_proxy(tmp_path):
     rng = random.Random(7)
-    with switchyard.LocalCluster(workers=4, devices_per_worker=2) as cluster:
-        clients = [Client(cluster, f"c{i}") for i in range(2)]
+    tokens = tmp_path / "tokens"
+    tokens.write_text("".join(f"{tenant} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
+                              for tenant, token in TOKENS.items()))
+    with switchyard.LocalCluster(workers=4, devices_per_worker=2,
+                                 flags=(f"--tokens_file={tokens}",
+                                        "--tenant_shares=alice:1,bob:2")) as cluster:
+        clients = [Client(cluster, tenant, token) for tenant, token in TOKENS.items()]
         start = time.monotonic()
         # Workers die at a random point of every period; the RM and the proxy once each.
         events = [(PERIOD * k + rng.uniform(0, PERIOD * 0.8), "worker")
@@ -82,6 +93,13 @@ def test_two_clients_train_through_kills_of_workers_the_rm_and_the_proxy():
             assert counts["ok"] >= 20, (c.name, counts, done_events)
             if "proxy" in done_events:
                 assert counts["reconnects"] >= 1, (c.name, counts)
+        # Both tenants' launches ran as theirs, through every restart (each worker counts
+        # device time by tenant since it started).
+        tenants = set()
+        for address in cluster.worker_addresses():
+            with switchyard.WorkerClient(address) as worker:
+                tenants |= set(worker.stats().device_seconds)
+        assert set(TOKENS) <= tenants, tenants
         # What the clients held is freed on every worker.
         deadline = time.monotonic() + 60
         while worker_buffers(cluster) != 0:
