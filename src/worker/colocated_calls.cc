@@ -288,8 +288,11 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
       }
       const auto dtype = static_cast<pjrt::DType>(want.dtype());
       SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(want.device_id()));
-      SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data,
-                          HostBytes::Allocate(pjrt::HostByteSize(dtype, elements)));
+      const int64_t bytes = pjrt::HostByteSize(dtype, elements);
+      SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(bytes, [&] {
+        return absl::StrCat("output ", o, " of a colocated call");
+      }));
+      SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data, HostBytes::Allocate(bytes));
       // The path is the one this worker chose, whatever the reply says.
       SY_RETURN_IF_ERROR(ReadFileInto(run->outputs(o).shards(k).path(),
                                       absl::MakeSpan(data->data(), data->size())));
