@@ -54,6 +54,70 @@ def multiclient(cluster, clients, k, seconds):
     return done
 
 
+def flood(launches, seconds):
+    """A client's synchronous call, alone and while another client of the same proxy floods
+    the same device with launches it never waits on (issue 30's goal: at most 2x)."""
+    def run(mode, amount, env):
+        return subprocess.Popen([sys.executable, str(HERE / "flood_cases.py"), mode, str(amount)],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+
+    def result(p, timeout):
+        out, _ = p.communicate(timeout=timeout)
+        return json.loads(out.split("RESULT ", 1)[1])
+
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
+        env = {**os.environ, **c.env()}
+        proxy = c.child_pid("proxy")
+        alone = result(run("sync", seconds, env), seconds * 10 + 120)
+        base_kib = rss_kib(proxy)
+        flooder = run("flood", launches, env)
+        time.sleep(2)  # it is issuing
+        syncer = run("sync", seconds, env)
+        peak_kib = base_kib
+        while syncer.poll() is None:
+            peak_kib = max(peak_kib, rss_kib(proxy) or 0)
+            time.sleep(0.2)
+        during = result(syncer, 60)
+        flooding = flooder.poll() is None
+        flooded = result(flooder, launches * 0.01 + 300)
+    return {"alone": alone, "during": during, "flood_still_running": flooding,
+            "flood_launches_per_s": flooded["launches_per_s"],
+            "proxy_rss_growth_mib": (peak_kib - base_kib) / 1024}
+
+
+def rss_kib(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def render_flood(r):
+    f = r["flood"]
+    ratio = f["during"]["p50_s"] / f["alone"]["p50_s"]
+    return "\n".join([
+        "## A client floods, another waits on each call\n",
+        "One worker, one CPU device, one proxy. Client A launches programs of about 0.3 ms "
+        "without ever waiting; client B, meanwhile, runs a small program and waits for each "
+        "result. Goal (issue 30): B's calls at most 2x their time alone; the proxy's memory "
+        "bounded.\n",
+        "| | B's first call (with its compile) | B's call, median | B's slowest | "
+        "median's ratio to alone |", "|---|---|---|---|---|",
+        f"| B alone | {f['alone']['first_s'] * 1e3:.0f} ms | {f['alone']['p50_s'] * 1e3:.1f} ms | "
+        f"{f['alone']['max_s'] * 1e3:.1f} ms | 1.0x |",
+        f"| B while A floods | {f['during']['first_s'] * 1e3:.0f} ms | "
+        f"{f['during']['p50_s'] * 1e3:.1f} ms | {f['during']['max_s'] * 1e3:.1f} ms | {ratio:.1f}x |",
+        "",
+        f"A's launches: {f['flood_launches_per_s']:.0f}/s; A was still flooding when B ended: "
+        f"{'yes' if f['flood_still_running'] else 'no (B measured part of it)'}; the proxy's "
+        f"memory grew {f['proxy_rss_growth_mib']:.1f} MiB meanwhile."]) + "\n"
+
+
 def children(parent_pid):
     """(pid, role) of each child of `parent_pid` (a `switchyard up`)."""
     out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent_pid)], capture_output=True,
@@ -135,7 +199,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="fewer sizes and repetitions")
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache",
-                                           "data_plane", "pool", "shares", "transport"],
+                                           "data_plane", "flood", "pool", "shares", "transport"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -144,6 +208,9 @@ def main():
                     shares(5 if args.quick else 15, w) for w in ((1, 1, 1, 1), (1, 2, 4, 8))],
                     render_shares),
                 "compile_cache": ("compilation cache", compile_cache, render_compile_cache),
+                "flood": ("one client floods, another waits",
+                          lambda: flood(30000 if args.quick else 60000, 4 if args.quick else 6),
+                          render_flood),
                 "checkpoint": ("checkpoints written by the workers",
                                lambda: checkpoint([16, 64] if args.quick else [16, 64, 256]),
                                render_checkpoint),

@@ -81,6 +81,10 @@ inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).
 inline constexpr int64_t kLaunchWindow = 32;
+// Launches one session may have sent and not yet computed, over all its workers: past
+// it its own request thread waits. Twice a worker's window keeps a lone session's devices
+// fed; a session that floods puts at most this many launches ahead of another's call.
+inline constexpr int64_t kSessionLaunchesInFlightMax = 4 * kLaunchWindow;
 // A request naming a client's host buffer waits this long for its upload to begin (the
 // client starts the upload before it sends the request, so it is there within moments
 // unless it never comes): past it, NOT_FOUND, and the session goes on to its next request.

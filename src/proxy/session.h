@@ -29,6 +29,7 @@
 #include "proxy/fleet.h"
 #include "proxy/host_buffer_store.h"
 #include "proxy/late_futures.h"
+#include "proxy/launch_budget.h"
 #include "proxy/plugin_program.h"
 #include "proxy/response_sink.h"
 #include "proxy/version.h"
@@ -307,6 +308,10 @@ class Session {
   // Resolved off the session thread (by worker answers, which may come after the
   // session has ended: they hold it shared).
   std::shared_ptr<LateFutures> late_futures_ = std::make_shared<LateFutures>();
+  // Launches sent and not yet computed (shared with their completions, which may come
+  // after the session is gone).
+  std::shared_ptr<LaunchBudget> launches_ =
+      std::make_shared<LaunchBudget>(limits::kSessionLaunchesInFlightMax);
   std::vector<ColocatedHost> colocated_world_;      // see ColocatedWorld()
   std::vector<WorkerConnection*> colocated_hosts_;  // parallel to it
   // A profile being taken: this process's window, and each worker's.

@@ -1,6 +1,7 @@
 // Session handlers for programs: compile on the owning worker, metadata, launch.
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <thread>
 
@@ -573,11 +574,21 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // and whoever reads them gets it. Each worker answers once its part's outputs are
   // computed, so that CheckValueReady is answered here. Deleting the arguments or the
   // executable later goes on the same streams, so after this launch.
+  // Within the session's budget of launches in flight: one that floods waits here, on
+  // its own request thread, rather than queue without bound ahead of other sessions.
+  bool budgeted = false;
+  if (lost.ok()) {
+    SY_RETURN_IF_ERROR(launches_->Acquire(cancelled_));
+    budgeted = true;
+  }
+  // The budget's place is given back once every part is computed (or lost).
+  auto parts_left = std::make_shared<std::atomic<size_t>>(launches.size());
   std::vector<std::shared_ptr<Completion>> computed(launches.size());
   std::vector<WorkerConnection::Done> settle(launches.size());
   for (size_t p = 0; p < launches.size(); ++p) {
     computed[p] = std::make_shared<Completion>();
-    settle[p] = [completion = computed[p]](absl::Status status) {
+    settle[p] = [completion = computed[p], budget = launches_, parts_left](absl::Status status) {
+      if (--*parts_left == 0) budget->Release();
       completion->Settle(std::move(status));
     };
     launches[p].set_answer_when_computed(true);
@@ -606,6 +617,8 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
       lost = sent.status();
     }
   }
+  // Not sent: no part will be answered.
+  if (budgeted && !lost.ok()) launches_->Release();
   if (!lost.ok() && !absl::IsDataLoss(lost)) return lost;
   std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
       outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
