@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dimension_order.h"
@@ -26,6 +27,8 @@ using switchyard::xla::OpSharding;
 
 constexpr char kXlaProgram[] = "xla::ifrt::XlaProgram";
 constexpr char kXlaCompileOptions[] = "xla::ifrt::XlaCompileOptions";
+// Marks a DATA_LOSS that already names the argument and program where it was first met.
+constexpr char kLostArgument[] = "switchyard.lost_argument";
 
 // The devices a program runs on, in launch order (replica-major, as XLA numbers
 // logical devices), from its compile options.
@@ -522,8 +525,16 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     }
     const RemoteBuffer& shard = *args[arg]->shards[it - list.begin()];
     if (absl::Status usable = shard.Usable(); !usable.ok() && lost.ok()) {
-      lost = absl::DataLossError(
-          absl::StrCat("argument ", arg, " of '", executable->name, "' is ", usable.message()));
+      // Said once, at the first program that met the loss: a chain of launches after it
+      // passes that on as it is (wrapping it again each step made messages as long as
+      // the chain).
+      if (usable.GetPayload(kLostArgument).has_value()) {
+        lost = usable;
+      } else {
+        lost = absl::DataLossError(
+            absl::StrCat("argument ", arg, " of '", executable->name, "' is ", usable.message()));
+        lost.SetPayload(kLostArgument, absl::Cord("1"));
+      }
     }
     return shard.id();
   };

@@ -99,8 +99,13 @@ say(active=wait_active(slices, {0, 2}), devices=len(jax.devices()))
 # compiled before the kill runs there again (compiled anew, transparently).
 active = wait_active(slices, {0, 1, 2})
 fresh = jax.device_put(np.arange(4.0, dtype=np.float32), slices[1][0])
+def chain(x, n=200):
+    for _ in range(n):
+        x = double(x)
+    return x
 say(active=active, back_after=time.monotonic() - killed_at, again=float(double(fresh).sum()),
-    old_array=error_of(lambda: np.asarray(on1)), same_devices=jax.devices() == devices)
+    old_array=error_of(lambda: np.asarray(on1)), same_devices=jax.devices() == devices,
+    chained=error_of(lambda: np.asarray(chain(on1))))
 """
 
 
@@ -115,6 +120,10 @@ def test_killed_worker_fails_its_slice_with_data_loss_and_comes_back(cluster):
     assert back["active"] == [0, 1, 2] and back["again"] == 12.0, back
     assert back["same_devices"] is True
     assert "DATA_LOSS" in back["old_array"], back  # what the dead process held stays lost
+    # 200 launches after the lost array: the loss is said once, not once per launch.
+    chained = back["chained"]
+    assert "DATA_LOSS" in chained and chained.count("argument 0 of") <= 1, chained[:2000]
+    assert len(chained) < 4000, len(chained)
     wait_until(lambda: worker_buffers(cluster) == 0, 30, "worker buffers freed")
 
 
