@@ -58,9 +58,7 @@ class KeptMappings {
 
  private:
   KeptMappings() {
-    const long pages = sysconf(_SC_PHYS_PAGES);
-    const long page = sysconf(_SC_PAGESIZE);
-    const size_t ram = pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+    const size_t ram = static_cast<size_t>(PhysicalMemoryBytes());
     max_ = std::min<size_t>(limits::kHostBytesKeptMax, ram / limits::kHostBytesKeptRamShare);
   }
   size_t max_ = 0;
@@ -70,6 +68,12 @@ class KeptMappings {
 };
 
 }  // namespace
+
+int64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? int64_t{pages} * int64_t{page} : 0;
+}
 
 HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
   if (size >= kHugePage) {

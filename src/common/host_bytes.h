@@ -1,5 +1,7 @@
 #pragma once
 
+#include <cstdint>
+
 // A byte buffer for bulk data on its way between hosts and devices: uninitialized,
 // aligned so that a PJRT plugin may use it in place (XLA's CPU client aliases host
 // data aligned to 64 bytes instead of copying it), and, when large, backed by huge
@@ -16,6 +18,9 @@
 #include "absl/types/span.h"
 
 namespace switchyard {
+
+// The host's physical memory in bytes; 0 when the system does not say.
+int64_t PhysicalMemoryBytes();
 
 class HostBytes {
  public:

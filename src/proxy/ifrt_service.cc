@@ -10,6 +10,7 @@
 #include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/host_bytes.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
@@ -281,8 +282,8 @@ absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindUploadS
     const grpc::ServerContext& context, const w::GrpcHostBufferStoreMetadata& metadata) const {
   SY_ASSIGN_OR_RETURN(auto store, FindStore(context, metadata.session_id()));
   if (metadata.buffer_size() < 0) return absl::InvalidArgumentError("negative buffer_size");
-  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  if (metadata.buffer_size() > memory) {
+  const int64_t memory = PhysicalMemoryBytes();
+  if (memory > 0 && metadata.buffer_size() > memory) {
     return absl::ResourceExhaustedError(absl::StrCat("host buffer of ", metadata.buffer_size(),
                                                      " bytes; this machine has ", memory));
   }

@@ -145,8 +145,8 @@ ColocatedOptions ColocatedSetup(const WorkerOptions& options, const WorkerPython
 int64_t MaxBufferBytes(const WorkerOptions& options, const std::string& platform) {
   if (options.max_buffer_bytes >= 0) return options.max_buffer_bytes;
   if (platform != "cpu") return 0;
-  const int64_t memory = static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-  return memory / 100 * limits::kHostBufferMemoryPercent / std::max(options.workers_per_host, 1);
+  return PhysicalMemoryBytes() / 100 * limits::kHostBufferMemoryPercent /
+         std::max(options.workers_per_host, 1);
 }
 
 class WorkerServerImpl final : public WorkerServer {

@@ -54,12 +54,17 @@ def test_session_without_metadata_is_refused(cluster):
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
 
 
+def single_device(device_id):
+    """The sharding of an array on one device, as the client sends it."""
+    return t.ShardingProto(serialized_sharding=t.Serialized(
+        type_name="xla::ifrt::SingleDeviceSharding",
+        data=t.SingleDeviceShardingProto(device_id=device_id).SerializeToString()))
+
+
 def random_bad_request(rng, session_id):
     """A well-formed request that must fail: unknown handles, bad specs, unsupported ops."""
     h = rng.choice([0, 1, 7, 123456, (1 << 48) + 5, (1 << 64) - 16])
-    single = t.ShardingProto(serialized_sharding=t.Serialized(
-        type_name="xla::ifrt::SingleDeviceSharding",
-        data=t.SingleDeviceShardingProto(device_id=rng.choice([0, 3, 99])).SerializeToString()))
+    single = single_device(rng.choice([0, 3, 99]))
     choices = [
         dict(copy_to_host_buffer_request=s.CopyToHostBufferRequest(array_handle=h,
                                                                    host_buffer_handle=h + 1)),
@@ -159,9 +164,7 @@ def test_client_waiting_on_a_missing_upload_can_leave(cluster):
     session = RawSession(channel(cluster.target))
     session.request(init_request=s.InitRequest())
     f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
-    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
-        type_name="xla::ifrt::SingleDeviceSharding",
-        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    sharding = single_device(0)
     # Asks for an array from a host buffer that is never uploaded, then goes away.
     session.send_bytes(s.IfrtRequest(
         request_metadata=s.RequestMetadata(op_id=99),
@@ -182,9 +185,7 @@ def test_a_request_naming_an_upload_never_stored_fails_and_the_session_goes_on(c
     session = RawSession(channel(cluster.target))
     session.request(init_request=s.InitRequest())
     f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
-    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
-        type_name="xla::ifrt::SingleDeviceSharding",
-        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    sharding = single_device(0)
     Shards = s.MakeArraysFromHostBufferShardsRequest
     started = time.monotonic()
     missing = session.request(make_arrays_from_host_buffer_shards_request=Shards(
@@ -317,9 +318,7 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
 
     before = worker_buffers(cluster)
-    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
-        type_name="xla::ifrt::SingleDeviceSharding",
-        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    sharding = single_device(0)
     session.send_bytes(s.IfrtRequest(
         request_metadata=s.RequestMetadata(op_id=7),
         make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
@@ -413,9 +412,7 @@ def test_token_arrays_from_host_data_are_refused(cluster, strides):
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
     host_buffer_store(ch)(iter([g.GrpcHostBufferStoreRequest(data=b"\0" * 4)]),
                           metadata=store_metadata(session_id, 61, 4))
-    sharding = t.ShardingProto(serialized_sharding=t.Serialized(
-        type_name="xla::ifrt::SingleDeviceSharding",
-        data=t.SingleDeviceShardingProto(device_id=0).SerializeToString()))
+    sharding = single_device(0)
     request = s.MakeArrayFromHostBufferRequest(
         dtype=t.DTypeProto(kind=t.DTypeProto.KIND_TOKEN), shape=t.ShapeProto(dims=[4]),
         sharding=sharding, host_buffer_handle=61, array_handle=62)

@@ -125,14 +125,21 @@ TEST(MembershipStallTest, TheRmsOwnStallIsNotCountedAgainstHosts) {
   }
 }
 
-TEST(MembershipConfirmTest, ASilentHostThatAnswersWhenAskedStaysUp) {
+// Two hosts registered at t0, incarnations 11 and 12, with a 1 s confirmation window.
+class MembershipConfirmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
+    SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
+  }
+  Membership membership{
+      MembershipOptions{.heartbeat_timeout = kTimeout, .confirm_window = absl::Seconds(1)}};
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(MembershipConfirmTest, ASilentHostThatAnswersWhenAskedStaysUp) {
   // A heartbeat delayed on its way (a starved thread, a slow connection) must not end a
   // user's job: past the timeout the host is overdue, and the RM asks it directly.
-  Membership membership(
-      MembershipOptions{.heartbeat_timeout = kTimeout, .confirm_window = absl::Seconds(1)});
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
-  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
   SY_ASSERT_OK(membership.Heartbeat(12, t0 + absl::Seconds(2)));
   EXPECT_TRUE(membership.Overdue(t0 + absl::Seconds(2)).empty());
   const absl::Time late = t0 + absl::Milliseconds(2250);
@@ -149,12 +156,7 @@ TEST(MembershipConfirmTest, ASilentHostThatAnswersWhenAskedStaysUp) {
   EXPECT_TRUE(membership.Sweep(t0 + absl::Seconds(4)).empty());
 }
 
-TEST(MembershipConfirmTest, ASilentHostThatDoesNotAnswerDiesAtOnceOrWhenTheWindowEnds) {
-  Membership membership(
-      MembershipOptions{.heartbeat_timeout = kTimeout, .confirm_window = absl::Seconds(1)});
-  const absl::Time t0 = absl::FromUnixSeconds(1000);
-  SY_ASSERT_OK(membership.Register(Worker("h:1", 0, 0), 11, t0).status());
-  SY_ASSERT_OK(membership.Register(Worker("h:2", 1, 0), 12, t0).status());
+TEST_F(MembershipConfirmTest, ASilentHostThatDoesNotAnswerDiesAtOnceOrWhenTheWindowEnds) {
   const absl::Time late = t0 + absl::Milliseconds(2250);
   ASSERT_EQ(membership.Overdue(late).size(), 2u);
   // h:1's address refused the question: dead now, not at the end of the window.
