@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/malformed_requests.h"
 #include "common/status_macros.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -171,6 +172,9 @@ absl::StatusOr<StartedServer> StartGrpcServer(const std::string& host, int port,
                              limits::kKeepaliveTimeMs / 2);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MalformedRequestInterceptors());
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   started.server = builder.BuildAndStart();
   if (in_process) {
     if (started.server == nullptr) return absl::InternalError("cannot start an in-process server");

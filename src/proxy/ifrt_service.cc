@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
+#include "google/protobuf/descriptor.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/large_transfer.h"
 #include "proxy/session.h"
@@ -44,19 +46,59 @@ absl::Status ReadMetadata(const grpc::ServerContext& context, const char* key, M
   return absl::OkStatus();
 }
 
+using SessionStream = IfrtService::SessionStream;
+
+// The next request of the session: false at the end of the stream, INVALID_ARGUMENT
+// for bytes that are not an IfrtRequest (`number` counts the requests, from 1).
+absl::StatusOr<bool> ReadRequest(SessionStream* stream, int64_t number, w::IfrtRequest* request) {
+  grpc::ByteBuffer bytes;
+  if (!stream->Read(&bytes)) return false;
+  const size_t size = bytes.Length();
+  if (!grpc::SerializationTraits<w::IfrtRequest>::Deserialize(&bytes, request).ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request ", number, " of the session (", size,
+                     " bytes) is not an IfrtRequest protobuf; the session ends"));
+  }
+  return true;
+}
+
+bool WriteResponse(SessionStream* stream, const w::IfrtResponse& response) {
+  grpc::ByteBuffer bytes;
+  bool own_buffer;
+  if (!grpc::SerializationTraits<w::IfrtResponse>::Serialize(response, &bytes, &own_buffer).ok()) {
+    return false;
+  }
+  return stream->Write(bytes);
+}
+
 // Ends a session before it starts. jaxlib's client reports a stream that ends before
 // it answers Init as a bare CANCELLED; an answer to Init carrying the error reaches the
 // user word for word.
-grpc::Status Refuse(grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream,
-                    const absl::Status& status) {
+grpc::Status Refuse(SessionStream* stream, const absl::Status& status) {
   w::IfrtRequest request;
-  if (stream->Read(&request)) {
+  absl::StatusOr<bool> read = ReadRequest(stream, 1, &request);
+  if (!read.ok()) return ToGrpcStatus(read.status());
+  if (*read) {
     w::IfrtResponse refused;
     refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
     *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(status);
-    stream->Write(refused);
+    WriteResponse(stream, refused);
   }
   return ToGrpcStatus(status);
+}
+
+// Where the generated service keeps its IfrtSession method, to serve it with bytes.
+int SessionMethodIndex() {
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          "xla.ifrt.proxy.GrpcIfrtService");
+  const google::protobuf::MethodDescriptor* method =
+      service == nullptr ? nullptr : service->FindMethodByName("IfrtSession");
+  if (method == nullptr) {
+    SY_LOG(Error) << "the IFRT proxy service compiled in has no IfrtSession method";
+    std::abort();
+  }
+  return method->index();
 }
 
 // The attribute of a session's initialization data naming the slices it asks for
@@ -69,6 +111,15 @@ constexpr absl::Duration kSliceViewWait = absl::Seconds(5);
 
 IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
     : fleet_(fleet), options_(std::move(options)) {
+  // The handler the generated code made for IfrtSession parses the requests itself;
+  // this one takes them as bytes (see ServeSession). Same method, same kind of stream.
+  MarkMethodStreamed(
+      SessionMethodIndex(),
+      new grpc::internal::BidiStreamingHandler<IfrtService, grpc::ByteBuffer, grpc::ByteBuffer>(
+          [](IfrtService* service, grpc::ServerContext* context, SessionStream* stream) {
+            return service->ServeSession(context, stream);
+          },
+          this));
   if (options_.session_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       NameThisThread("sy-idle-reaper");
@@ -131,9 +182,7 @@ grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status IfrtService::IfrtSession(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<w::IfrtResponse, w::IfrtRequest>* stream) {
+grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStream* stream) {
   w::GrpcIfrtSessionMetadata metadata;
   absl::Status status = ReadMetadata(*context, kSessionMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
@@ -220,6 +269,7 @@ grpc::Status IfrtService::IfrtSession(
     sessions_[session_id].activity = activity;
   }
   int64_t requests = 0;
+  absl::Status ended;   // how the stream ends: OK unless the client sent what does not parse
   absl::Status failed;  // set once the session has failed (--num_elastic_slices)
   int64_t failed_requests = 0;
   {
@@ -227,7 +277,7 @@ grpc::Status IfrtService::IfrtSession(
     auto sink = std::make_shared<proxy::ResponseSink>(
         [stream, activity](const w::IfrtResponse& response) {
           activity->Answered();
-          return stream->Write(response);
+          return WriteResponse(stream, response);
         },
         [context] { context->TryCancel(); });
     const std::string label = policy.label;
@@ -235,7 +285,14 @@ grpc::Status IfrtService::IfrtSession(
         session_id, version, fleet_, store, [context] { return context->IsCancelled(); }, sink,
         std::move(policy));
     w::IfrtRequest request;
-    while (stream->Read(&request)) {
+    while (true) {
+      absl::StatusOr<bool> read = ReadRequest(stream, requests + 1, &request);
+      if (!read.ok()) {
+        SY_LOG(Warning) << "session " << label << ": " << read.status().message();
+        ended = read.status();
+        break;
+      }
+      if (!*read) break;
       RecordWire("ifrt_request", request);
       activity->Asked();
       ++requests;
@@ -262,7 +319,7 @@ grpc::Status IfrtService::IfrtSession(
     SY_LOG(Info) << "session " << label << " ended after " << requests << " requests; freeing "
                  << session.arrays() << " arrays";
   }
-  return grpc::Status::OK;
+  return ToGrpcStatus(ended);
 }
 
 absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindStore(

@@ -75,16 +75,19 @@ class SessionActivity {
 
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
  public:
+  // The session stream as it is served: bytes, parsed here (see ServeSession).
+  using SessionStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
+
   IfrtService(Fleet* fleet, IfrtServiceOptions options);
   ~IfrtService() override;
 
   grpc::Status GetVersion(grpc::ServerContext* context,
                           const ::xla::ifrt::proxy::GrpcGetVersionRequest* request,
                           ::xla::ifrt::proxy::GrpcGetVersionResponse* response) override;
-  grpc::Status IfrtSession(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<::xla::ifrt::proxy::IfrtResponse, ::xla::ifrt::proxy::IfrtRequest>*
-          stream) override;
+  // Serves the IfrtSession method. It takes the requests as bytes and parses them
+  // itself: gRPC's own parse ends a stream whose message does not parse as if the
+  // client had closed it (status OK); here it ends with INVALID_ARGUMENT saying which.
+  grpc::Status ServeSession(grpc::ServerContext* context, SessionStream* stream);
   grpc::Status HostBufferStore(
       grpc::ServerContext* context,
       grpc::ServerReader<::xla::ifrt::proxy::GrpcHostBufferStoreRequest>* reader,

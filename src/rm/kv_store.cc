@@ -1,5 +1,8 @@
 #include "rm/kv_store.h"
 
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
 
@@ -14,7 +17,7 @@ absl::Status KvStore::Put(const std::string& key, std::string value, bool allow_
     return absl::InvalidArgumentError(absl::StrCat("value of ", value.size(), " bytes for '", key,
                                                    "' exceeds ", limits::kKvValueBytesMax));
   }
-  absl::MutexLock lock(&mutex_);
+  absl::ReleasableMutexLock lock(&mutex_);
   auto it = values_.find(key);
   if (it != values_.end() && !allow_overwrite) {
     return absl::AlreadyExistsError(absl::StrCat("key '", key, "' is set"));
@@ -31,34 +34,87 @@ absl::Status KvStore::Put(const std::string& key, std::string value, bool allow_
                                                      limits::kKvBytesMax));
   }
   bytes_ += new_bytes - old_bytes;
-  values_[key] = std::move(value);
+  std::vector<GetDone> answered;
+  for (auto waiter = waiters_.begin(); waiter != waiters_.end();) {
+    if (waiter->second.key == key) {
+      answered.push_back(std::move(waiter->second.done));
+      waiter = waiters_.erase(waiter);
+    } else {
+      ++waiter;
+    }
+  }
+  if (answered.empty()) {
+    values_[key] = std::move(value);
+    return absl::OkStatus();
+  }
+  values_[key] = value;
+  lock.Release();
+  for (GetDone& done : answered) std::move(done)(value);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> KvStore::Get(const std::string& key, absl::Duration timeout) {
-  absl::MutexLock lock(&mutex_);
-  auto present = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return values_.count(key) > 0; };
-  if (timeout > absl::ZeroDuration() && !present()) {
-    if (waiters_ >= limits::kKvWaitersMax) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(waiters_, " gets already wait on the key-value store, its limit"));
+KvStore::WaitId KvStore::Get(const std::string& key, absl::Time now, absl::Time deadline,
+                             GetDone done) {
+  absl::StatusOr<std::string> answer;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = values_.find(key);
+    if (it != values_.end()) {
+      answer = it->second;
+    } else if (deadline <= now) {
+      answer = absl::NotFoundError(absl::StrCat("key '", key, "' is not set"));
+    } else if (static_cast<int64_t>(waiters_.size()) >= limits::kKvWaitersMax) {
+      answer = absl::ResourceExhaustedError(
+          absl::StrCat(waiters_.size(), " gets already wait on the key-value store, its limit"));
+    } else {
+      const WaitId id = next_id_++;
+      waiters_[id] = Waiter{key, deadline, deadline - now, std::move(done)};
+      return id;
     }
-    ++waiters_;
-    mutex_.AwaitWithTimeout(absl::Condition(&present), timeout);
-    --waiters_;
   }
-  auto it = values_.find(key);
-  if (it != values_.end()) return it->second;
-  if (timeout <= absl::ZeroDuration()) {
-    return absl::NotFoundError(absl::StrCat("key '", key, "' is not set"));
+  std::move(done)(std::move(answer));
+  return 0;
+}
+
+void KvStore::Expire(absl::Time now) {
+  std::vector<std::pair<GetDone, absl::Status>> expired;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (auto waiter = waiters_.begin(); waiter != waiters_.end();) {
+      if (waiter->second.deadline > now) {
+        ++waiter;
+        continue;
+      }
+      expired.emplace_back(
+          std::move(waiter->second.done),
+          absl::DeadlineExceededError(absl::StrCat(
+              "key '", waiter->second.key, "' was not set within ",
+              absl::FormatDuration(absl::Trunc(waiter->second.waited_at_most,
+                                               absl::Milliseconds(1))))));
+      waiter = waiters_.erase(waiter);
+    }
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat("key '", key, "' was not set within ", absl::FormatDuration(timeout)));
+  for (auto& [done, status] : expired) std::move(done)(status);
+}
+
+bool KvStore::Cancel(WaitId id) {
+  GetDone dropped;  // destroyed outside the lock
+  absl::MutexLock lock(&mutex_);
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return false;
+  dropped = std::move(it->second.done);
+  waiters_.erase(it);
+  return true;
 }
 
 size_t KvStore::size() const {
   absl::MutexLock lock(&mutex_);
   return values_.size();
+}
+
+int64_t KvStore::waiting() const {
+  absl::MutexLock lock(&mutex_);
+  return static_cast<int64_t>(waiters_.size());
 }
 
 int64_t KvStore::bytes() const {

@@ -136,6 +136,7 @@ void RmService::ConfirmOverdue() {
 
 void RmService::SweepLoop() {
   while (!stop_.WaitForNotificationWithTimeout(heartbeat_period_ / 2)) {
+    kv_.Expire(clock_->Now());  // gets past their deadline: within half a period of it
     ConfirmOverdue();
     std::vector<HostStatus> died;
     uint64_t before, after;
@@ -240,6 +241,8 @@ std::string RmService::RenderMetrics() {
       .Add("switchyard_rm_kv_keys", "gauge", "Keys in the bootstrap key-value store.", kv_.size())
       .Add("switchyard_rm_kv_bytes", "gauge", "Bytes in the bootstrap key-value store.",
            kv_.bytes())
+      .Add("switchyard_rm_kv_waiting_gets", "gauge",
+           "Key-value gets waiting for their key (each holds no thread).", kv_.waiting())
       .Add("switchyard_rm_leases", "gauge", "Leases of the shared pool by state.",
            leases.held_size(), "state=\"held\"")
       .Add("switchyard_rm_leases", "gauge", "Leases of the shared pool by state.",
@@ -363,17 +366,46 @@ grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValue
   return ToGrpcStatus(kv_.Put(request->key(), request->value(), request->allow_overwrite()));
 }
 
-grpc::Status RmService::KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
-                                    KeyValueGetResponse* response) {
+namespace {
+
+// One get on the key-value store: answered by the store (a put, the sweeper's expiry)
+// or ended by its client; whichever comes first finishes the call.
+class KvGetReactor final : public grpc::ServerUnaryReactor {
+ public:
+  KvGetReactor(KvStore* kv, KeyValueGetResponse* response) : kv_(kv), response_(response) {}
+
+  void Start(const std::string& key, absl::Time now, absl::Time deadline) {
+    // Set before the call can be cancelled: OnCancel comes after this returns.
+    wait_ = kv_->Get(key, now, deadline, [this](absl::StatusOr<std::string> value) {
+      if (value.ok()) response_->set_value(*std::move(value));
+      Finish(ToGrpcStatus(value.status()));
+    });
+  }
+  void OnCancel() override {
+    if (kv_->Cancel(wait_)) Finish(grpc::Status(grpc::StatusCode::CANCELLED, "get cancelled"));
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  KvStore* const kv_;
+  KeyValueGetResponse* const response_;
+  KvStore::WaitId wait_ = 0;
+};
+
+}  // namespace
+
+grpc::ServerUnaryReactor* RmService::KeyValueGet(grpc::CallbackServerContext* context,
+                                                 const KeyValueGetRequest* request,
+                                                 KeyValueGetResponse* response) {
+  RecordWire("rm_kv_get", *request);
   // Bounded by the client's own deadline too: a waiting get never outlives its call.
+  const absl::Time now = clock_->Now();
   absl::Duration timeout = absl::Milliseconds(std::max<int64_t>(0, request->timeout_ms()));
-  const absl::Time deadline = absl::FromChrono(context->deadline());
-  timeout = std::min({timeout, std::max(absl::ZeroDuration(), deadline - absl::Now()),
+  timeout = std::min({timeout, absl::FromChrono(context->deadline()) - absl::Now(),
                       absl::Milliseconds(limits::kKvGetWaitMaxMs)});
-  auto value = kv_.Get(request->key(), timeout);
-  if (!value.ok()) return ToGrpcStatus(value.status());
-  response->set_value(*std::move(value));
-  return grpc::Status::OK;
+  auto* reactor = new KvGetReactor(&kv_, response);
+  reactor->Start(request->key(), now, now + std::max(timeout, absl::ZeroDuration()));
+  return reactor;
 }
 
 void RmService::PlaceLeases() {

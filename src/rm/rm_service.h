@@ -22,7 +22,10 @@
 
 namespace switchyard::rm {
 
-class RmService final : public ::switchyard::ResourceManager::Service {
+// KeyValueGet is served by callback: a get waiting for its key holds no thread.
+class RmService final
+    : public ::switchyard::ResourceManager::WithCallbackMethod_KeyValueGet<
+          ::switchyard::ResourceManager::Service> {
  public:
   // `state_file` empty: nothing persists across restarts.
   RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,
@@ -43,8 +46,9 @@ class RmService final : public ::switchyard::ResourceManager::Service {
                           grpc::ServerWriter<Fleet>* writer) override;
   grpc::Status KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,
                            KeyValuePutResponse* response) override;
-  grpc::Status KeyValueGet(grpc::ServerContext* context, const KeyValueGetRequest* request,
-                           KeyValueGetResponse* response) override;
+  grpc::ServerUnaryReactor* KeyValueGet(grpc::CallbackServerContext* context,
+                                        const KeyValueGetRequest* request,
+                                        KeyValueGetResponse* response) override;
   grpc::Status Lease(grpc::ServerContext* context, const LeaseRequest* request,
                      grpc::ServerWriter<LeaseEvent>* writer) override;
   grpc::Status GetLeases(grpc::ServerContext* context, const GetLeasesRequest* request,

@@ -96,6 +96,11 @@ def random_bad_request(rng, session_id):
             num_replicas=64, num_partitions=64)),
         dict(make_arrays_from_host_buffer_shards_request=s.MakeArraysFromHostBufferShardsRequest(
             array_handles=[1, 2])),
+        dict(get_default_layout_request=s.GetDefaultLayoutRequest(
+            dims=rng.choice([[4, -3], [1 << 62, 1 << 62]]), device_id=0)),
+        dict(make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_F32), shape=t.ShapeProto(dims=[-3]),
+            sharding=single, host_buffer_handle=h + 4, array_handle=h + 5)),
     ]
     return rng.choice(choices)
 
@@ -123,19 +128,63 @@ def test_hundreds_of_bad_requests_get_errors_and_the_proxy_stays_up(cluster):
         assert response.WhichOneof("response") is None
     session.close()
 
-    # Bytes that do not parse end that stream (or, when the parser skips them as
-    # unknown fields, get an error answer), never the proxy.
-    for garbage in (b"\x12\xff\x01", b"\x10\x01", b"\xff\xff\xff\xff", b"\x0a\x02\x09"):
+    # Bytes that do not parse end that stream with INVALID_ARGUMENT saying so; bytes
+    # the parser takes as unknown fields get an error answer. Never the proxy.
+    for garbage, parses in ((b"\x12\xff\x01", False), (b"\x10\x01", True),
+                            (b"\xff\xff\xff\xff", False), (b"\x0a\x02\x09", False)):
         broken = RawSession(channel(cluster.target))
         broken.send_bytes(garbage)
-        try:
-            assert status(broken.next_response()) != OK
-        except (grpc.RpcError, StopIteration):
-            pass
-        broken.cancel()
+        if parses:
+            assert status(broken.next_response()) == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+            broken.cancel()
+            continue
+        with pytest.raises(grpc.RpcError) as e:
+            broken.next_response()
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+        assert "request 1 of the session" in e.value.details()
+        assert "is not an IfrtRequest" in e.value.details()
+    # The same after a good request: the count says which one.
+    later = RawSession(channel(cluster.target))
+    assert status(later.request(init_request=s.InitRequest())) == OK
+    later.send_bytes(b"\x0a\x05\x08")
+    with pytest.raises(grpc.RpcError) as e:
+        later.next_response()
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "request 2 of the session (3 bytes)" in e.value.details()
+
+    # A call of one request that does not parse: INVALID_ARGUMENT naming the method
+    # (gRPC's own answer is INTERNAL with no message).
+    ch = channel(cluster.target)
+    for method, call in (("GetVersion", ch.unary_unary), ("HostBufferDelete", ch.unary_unary),
+                         ("HostBufferLookup", ch.unary_stream)):
+        stub = call("/xla.ifrt.proxy.GrpcIfrtService/" + method,
+                    request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as e:
+            list(stub(b"\x0a\xff\x01", timeout=10)) if call == ch.unary_stream else \
+                stub(b"\x0a\xff\x01", timeout=10)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, e.value)
+        assert method in e.value.details()
     fresh = RawSession(channel(cluster.target))
     assert status(fresh.request(init_request=s.InitRequest())) == OK
     fresh.close()
+
+
+def test_truncated_requests_to_workers_and_the_rm_are_invalid_arguments(cluster):
+    """Every Switchyard server answers a request that does not parse with INVALID_ARGUMENT
+    naming the method, and goes on serving."""
+    targets = [(cluster.rm_address, "/switchyard.ResourceManager/", ("GetFleet", "KeyValueGet")),
+               (cluster.worker_addresses()[0], "/switchyard.Worker/", ("GetInfo", "Execute"))]
+    for address, service, methods in targets:
+        ch = grpc.insecure_channel(address)
+        for method in methods:
+            stub = ch.unary_unary(service + method, request_serializer=lambda b: b,
+                                  response_deserializer=lambda b: b)
+            with pytest.raises(grpc.RpcError) as e:
+                stub(b"\x0a\xff\x01", timeout=10)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, (method, e.value)
+            assert method in e.value.details()
+        assert ch.unary_unary(service + methods[0], request_serializer=lambda b: b,
+                              response_deserializer=lambda b: b)(b"", timeout=10) is not None
 
 
 def test_host_buffer_rpcs_check_the_session(cluster):

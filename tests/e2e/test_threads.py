@@ -9,8 +9,15 @@ import re
 import subprocess
 import sys
 import threading
+import time
+import urllib.request
+
+import grpc
+import pytest
 
 import switchyard
+from switchyard import rm_pb2, rm_pb2_grpc
+from switchyard.cluster import free_port
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
@@ -69,3 +76,46 @@ def test_every_named_thread_is_documented():
             watchdog.cancel()
             client.kill()
             client.wait(timeout=30)
+
+
+def rm_metric(port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    return float(re.search(rf"^{name} (\S+)$", text, re.MULTILINE).group(1))
+
+
+def test_waiting_key_value_gets_hold_no_threads():
+    """Gets waiting for a key another host has not put yet cost the RM no thread each;
+    the put answers them all, and one whose client goes away leaves the store."""
+    port = free_port()
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1,
+                                 flags=(f"--metrics_port={port}",)) as cluster:
+        rm_port = port + 1  # `up` gives the rm the port after the proxy's
+        rm = cluster.child_pid("rm")
+        before = len(thread_names(rm))
+        stub = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(cluster.rm_address))
+
+        def wait_for_waiting(count: int) -> None:
+            deadline = time.monotonic() + 30
+            while rm_metric(rm_port, "switchyard_rm_kv_waiting_gets") != count:
+                assert time.monotonic() < deadline, f"{count} gets never waited"
+                time.sleep(0.05)
+
+        gets = [stub.KeyValueGet.future(rm_pb2.KeyValueGetRequest(key="late", timeout_ms=120_000),
+                                        timeout=120) for _ in range(300)]
+        wait_for_waiting(300)
+        assert len(thread_names(rm)) <= before + 8, (before, len(thread_names(rm)))
+        stub.KeyValuePut(rm_pb2.KeyValuePutRequest(key="late", value=b"here"), timeout=10)
+        assert [get.result(timeout=30).value for get in gets] == [b"here"] * 300
+        wait_for_waiting(0)
+
+        gone = stub.KeyValueGet.future(rm_pb2.KeyValueGetRequest(key="never", timeout_ms=120_000))
+        wait_for_waiting(1)
+        gone.cancel()
+        wait_for_waiting(0)
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as e:
+            stub.KeyValueGet(rm_pb2.KeyValueGetRequest(key="never", timeout_ms=300), timeout=30)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "'never' was not set within 300ms" in e.value.details()
+        assert time.monotonic() - started < 5

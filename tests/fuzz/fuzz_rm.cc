@@ -1,12 +1,14 @@
 // What the resource manager decodes: worker registrations, heartbeats, key-value puts
-// (from any process that reaches its port) and its own state file (from disk, after a
+// and gets (from any process that reaches its port) and its own state file (from disk, after a
 // crash mid-anything). Input: one selector byte, then the message. The membership
 // persists across inputs (a registration is followed by others), and is exported and
 // restored as the RM's state file is.
 
 #include <cstddef>
 #include <cstdint>
+#include <algorithm>
 #include <memory>
+#include <string>
 
 #include "absl/time/time.h"
 #include "fuzz/quiet.h"
@@ -40,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   world.now += absl::Milliseconds(data[0]);
   const uint8_t* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
-  switch (data[0] % 4) {
+  switch (data[0] % 5) {
     case 0: {
       switchyard::RegisterWorkerRequest request;
       if (!request.ParseFromArray(body, body_size)) return -1;
@@ -58,7 +60,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       switchyard::KeyValuePutRequest request;
       if (!request.ParseFromArray(body, body_size)) return -1;
       (void)world.kv.Put(request.key(), request.value(), request.allow_overwrite());
-      (void)world.kv.Get(request.key(), absl::ZeroDuration());
+      world.kv.Get(request.key(), world.now, world.now, [](absl::StatusOr<std::string>) {});
+      break;
+    }
+    case 4: {  // a get that may wait, expire or be cancelled by its client
+      switchyard::KeyValueGetRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      const int64_t wait_ms = std::clamp<int64_t>(request.timeout_ms(), 0, 1000);
+      const switchyard::rm::KvStore::WaitId id =
+          world.kv.Get(request.key(), world.now, world.now + absl::Milliseconds(wait_ms),
+                       [](absl::StatusOr<std::string>) {});
+      if (request.timeout_ms() % 3 == 1) (void)world.kv.Cancel(id);
       break;
     }
     case 3: {
@@ -73,5 +85,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   (void)world.membership->Snapshot(world.now);
+  world.kv.Expire(world.now);
   return 0;
 }
