@@ -6,7 +6,7 @@ import pathlib
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-PROTOS = ["common", "rm", "worker", "host_callback", "sidecar"]
+PROTOS = ["common", "rm", "worker", "host_callback", "sidecar", "proxy"]
 
 
 class BuildWithStubs(build_py):

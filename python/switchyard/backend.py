@@ -79,8 +79,9 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
         address = jax.config.read("jax_backend_target")
         if not address:
             raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
-        return ifrt_proxy.get_client(address,
-                                     connection_options(options, token, virtual_slices))
+        options = connection_options(options, token, virtual_slices)
+        check_token(address, options)
+        return ifrt_proxy.get_client(address, options)
 
     backend.register_backend_factory("proxy", make_client, priority=-1)
     # jax.debug.print, pure_callback, io_callback: served from this process.
@@ -95,6 +96,30 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
     from switchyard import profiling
     profiling.install()
     _initialized = True
+
+
+def check_token(address: str, options) -> None:
+    """Fails at once, with the proxy's reason, when the proxy at `address` refuses the
+    token in `options` (connection options): jaxlib's client would retry the refused
+    session every second until its connection timeout. Anything else (a proxy not up
+    yet, one too old to be asked) is left to that client."""
+    import grpc
+
+    from switchyard import proxy_pb2, proxy_pb2_grpc
+
+    target = address.removeprefix("grpc://")
+    token = (options.initialization_data or {}).get(TOKEN_ATTRIBUTE) or b""
+    token = token.decode() if isinstance(token, bytes) else str(token)
+    with grpc.insecure_channel(target) as channel:
+        try:
+            proxy_pb2_grpc.ProxyAccessStub(channel).CheckToken(
+                proxy_pb2.CheckTokenRequest(token=token), timeout=10)
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.UNAUTHENTICATED:
+                raise RuntimeError(
+                    f"the Switchyard proxy at {address} refuses this client (UNAUTHENTICATED): "
+                    f"{e.details()} "
+                    "(pass token= to switchyard.initialize() or set $SWITCHYARD_TOKEN)") from None
 
 
 def _use_worker_checkpoints() -> None:

@@ -5,7 +5,8 @@ JAX calls `initialize()` of every installed `jax_plugins` entry point before it 
 its backends. A program that sets up the proxy backend itself (`pathwaysutils.initialize()`)
 never passes Switchyard a token; with the switchyard package installed and
 `SWITCHYARD_TOKEN` (or `SWITCHYARD_VIRTUAL_SLICES`) set, this puts it in every proxy
-session's initialization data. Without the variables it does nothing.
+session's initialization data, and a token the proxy refuses fails at once. Without the
+variables it does nothing.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ def initialize() -> None:
     get_client = ifrt_proxy.get_client
     if getattr(get_client, "_switchyard_token", False):
         return
-    from switchyard.backend import connection_options
+    from switchyard.backend import check_token, connection_options
 
     def get_client_with_token(address, options=None):
         if options is None:
             options = ifrt_proxy.ClientConnectionOptions()
-        return get_client(address, connection_options(options))
+        options = connection_options(options)
+        check_token(address, options)  # a refused token fails now, not after the timeout
+        return get_client(address, options)
 
     get_client_with_token._switchyard_token = True
     ifrt_proxy.get_client = get_client_with_token

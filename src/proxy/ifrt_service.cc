@@ -182,6 +182,21 @@ grpc::Status IfrtService::GetVersion(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::StatusOr<std::string> IfrtService::Admit(const std::string& client, absl::string_view token) {
+  absl::StatusOr<std::string> tenant = options_.tokens.Authenticate(token);
+  if (tenant.ok()) return tenant;
+  // jaxlib's client retries a refused session every second until its connection
+  // timeout: one line per 10 s is enough.
+  const int64_t refused_before = sessions_refused_.fetch_add(1);
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  int64_t logged_s = last_refusal_logged_s_.load();
+  if (now_s - logged_s >= 10 && last_refusal_logged_s_.compare_exchange_strong(logged_s, now_s)) {
+    SY_LOG(Warning) << "refused a session from " << client << ": " << tenant.status().message()
+                    << " (" << refused_before + 1 << " refused so far)";
+  }
+  return tenant;
+}
+
 grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStream* stream) {
   w::GrpcIfrtSessionMetadata metadata;
   absl::Status status = ReadMetadata(*context, kSessionMetadataKey, &metadata);
@@ -198,20 +213,8 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
   if (auto it = attributes.find(kTokenAttribute); it != attributes.end()) {
     token = it->second.string_value();
   }
-  absl::StatusOr<std::string> tenant = options_.tokens.Authenticate(token);
-  if (!tenant.ok()) {
-    // jaxlib's client retries a refused session every second until its connection
-    // timeout: one line per 10 s is enough.
-    const int64_t refused_before = sessions_refused_.fetch_add(1);
-    const int64_t now_s = absl::ToUnixSeconds(absl::Now());
-    int64_t logged_s = last_refusal_logged_s_.load();
-    if (now_s - logged_s >= 10 && last_refusal_logged_s_.compare_exchange_strong(logged_s, now_s)) {
-      SY_LOG(Warning) << "refused a session from " << PeerIdentity(context->peer()) << ": "
-                      << tenant.status().message() << " (" << refused_before + 1
-                      << " refused so far)";
-    }
-    return Refuse(stream, tenant.status());
-  }
+  absl::StatusOr<std::string> tenant = Admit(PeerIdentity(context->peer()), token);
+  if (!tenant.ok()) return Refuse(stream, tenant.status());
   std::vector<SliceShape> shapes = options_.virtual_slices;
   if (auto it = attributes.find(kVirtualSlicesAttribute); it != attributes.end()) {
     absl::StatusOr<std::vector<SliceShape>> asked =

@@ -103,6 +103,10 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
       const ::xla::ifrt::proxy::GrpcHostBufferReadFromDiskRequest* request,
       ::xla::ifrt::proxy::GrpcHostBufferReadFromDiskResponse* response) override;
 
+  // The tenant `token` names, for a session (or a client asking before it opens one)
+  // from `client`; UNAUTHENTICATED, counted and logged, if it opens none here.
+  absl::StatusOr<std::string> Admit(const std::string& client, absl::string_view token);
+
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t requests() const { return requests_.load(); }
   // Bytes of requests and host buffers from clients, and of host buffers to them: what
@@ -143,7 +147,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   std::atomic<int64_t> client_bytes_in_{0};
   std::atomic<int64_t> client_bytes_out_{0};
   std::atomic<int64_t> sessions_opened_{0};
-  std::atomic<int64_t> sessions_refused_{0};  // no valid token
+  std::atomic<int64_t> sessions_refused_{0};  // no valid token (also asked before a session)
   std::atomic<int64_t> last_refusal_logged_s_{0};
   mutable absl::Mutex mutex_;
   // Session ids are random: the host-buffer RPCs carry only an id and a handle.

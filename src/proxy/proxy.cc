@@ -12,6 +12,7 @@
 #include "common/metrics.h"
 #include "common/slice_shape.h"
 #include "common/status_macros.h"
+#include "proxy/access_service.h"
 #include "proxy/fleet.h"
 #include "proxy/host_callbacks.h"
 #include "proxy/ifrt_service.h"
@@ -25,11 +26,12 @@ class ProxyServerImpl final : public ProxyServer {
  public:
   ProxyServerImpl(std::unique_ptr<HostCallbackService> callbacks, std::unique_ptr<Fleet> fleet,
                   std::unique_ptr<bulk::Server> plane, std::unique_ptr<IfrtService> service,
-                  StartedServer server)
+                  std::unique_ptr<AccessService> access, StartedServer server)
       : callbacks_(std::move(callbacks)),
         fleet_(std::move(fleet)),
         plane_(std::move(plane)),
         service_(std::move(service)),
+        access_(std::move(access)),
         server_(std::move(server)) {}
   ~ProxyServerImpl() override {
     Shutdown();
@@ -107,6 +109,7 @@ class ProxyServerImpl final : public ProxyServer {
   std::unique_ptr<Fleet> fleet_;
   std::unique_ptr<bulk::Server> plane_;  // its offers hold uploads; sessions offer on it
   std::unique_ptr<IfrtService> service_;
+  std::unique_ptr<AccessService> access_;  // admits through service_
   StartedServer server_;
   std::unique_ptr<MetricsServer> metrics_;
 };
@@ -165,11 +168,12 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   SY_ASSIGN_OR_RETURN(std::unique_ptr<bulk::Server> plane, StartUploadPlane(options));
   service_options.upload_plane = plane.get();
   auto service = std::make_unique<IfrtService>(fleet.get(), std::move(service_options));
+  auto access = std::make_unique<AccessService>(service.get());
   // JAX clients speak plain gRPC here; tokens say who they are.
   SY_ASSIGN_OR_RETURN(
       StartedServer server,
       StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
-                      {service.get(), callbacks.get()}, Audience::kClients));
+                      {service.get(), access.get(), callbacks.get()}, Audience::kClients));
   SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
                << options.resource_manager_address << ")";
   if (server.port != 0 && options.tokens_file.empty()) {
@@ -179,7 +183,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   }
   auto proxy =
       std::make_unique<ProxyServerImpl>(std::move(callbacks), std::move(fleet), std::move(plane),
-                                        std::move(service), std::move(server));
+                                        std::move(service), std::move(access), std::move(server));
   SY_RETURN_IF_ERROR(proxy->StartMetrics(options.listen_host, options.metrics_port));
   return proxy;
 }

@@ -85,12 +85,11 @@ void KvStore::Expire(absl::Time now) {
         ++waiter;
         continue;
       }
-      expired.emplace_back(
-          std::move(waiter->second.done),
-          absl::DeadlineExceededError(absl::StrCat(
-              "key '", waiter->second.key, "' was not set within ",
-              absl::FormatDuration(absl::Trunc(waiter->second.waited_at_most,
-                                               absl::Milliseconds(1))))));
+      expired.emplace_back(std::move(waiter->second.done),
+                           absl::DeadlineExceededError(absl::StrCat(
+                               "key '", waiter->second.key, "' was not set within ",
+                               absl::FormatDuration(absl::Trunc(waiter->second.waited_at_most,
+                                                                absl::Milliseconds(1))))));
       waiter = waiters_.erase(waiter);
     }
   }

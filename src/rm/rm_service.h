@@ -23,9 +23,8 @@
 namespace switchyard::rm {
 
 // KeyValueGet is served by callback: a get waiting for its key holds no thread.
-class RmService final
-    : public ::switchyard::ResourceManager::WithCallbackMethod_KeyValueGet<
-          ::switchyard::ResourceManager::Service> {
+class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod_KeyValueGet<
+                            ::switchyard::ResourceManager::Service> {
  public:
   // `state_file` empty: nothing persists across restarts.
   RmService(const Clock* clock, absl::Duration heartbeat_period, MembershipOptions options,

@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 import textwrap
+import time
 
 import grpc
 import pytest
@@ -59,12 +60,16 @@ COMPUTE = """
 def test_a_session_without_a_valid_token_is_refused(pool):
     for token, why in ((None, "requires a tenant token"),
                        ("not-a-token", "not one this proxy accepts")):
-        # jaxlib's client retries a refused session until its connection timeout.
-        init = f"import switchyard; switchyard.initialize(token={token!r}, connection_timeout_s=3)\n"
+        # With the client's own connection timeout (2 minutes, during which jaxlib retries a
+        # refused session): the refusal ends the attempt at once.
+        init = f"import switchyard; switchyard.initialize(token={token!r})\n"
+        started = time.monotonic()
         result = run(pool, init + textwrap.dedent(COMPUTE))
+        took = time.monotonic() - started
         assert result.returncode != 0, result.stdout
         assert "UNAUTHENTICATED" in result.stderr and why in result.stderr, result.stderr[-3000:]
         assert "COMPUTED" not in result.stdout
+        assert took < 30, took  # a Python start and one call; was the 2-minute timeout
     # The refusals are logged without the token, and counted; the proxy goes on serving.
     assert "not-a-token" not in pool.output
     assert "refused a session from" in pool.output
@@ -104,6 +109,11 @@ def test_a_token_reaches_a_backend_that_other_code_set_up(pool):
     assert "COMPUTED on 2 devices" in result.stdout, result.stderr[-3000:]
     result = run(pool, code, env={**env, "SWITCHYARD_TOKEN": "", "PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS": "3"}, python=WHEEL_PYTHON)
     assert "requires a tenant token" in result.stderr, result.stderr[-3000:]
+    # A wrong token, through the plugin hook: refused at once, not after the timeout.
+    started = time.monotonic()
+    result = run(pool, code, env={**env, "SWITCHYARD_TOKEN": "not-a-token"}, python=WHEEL_PYTHON)
+    assert "not one this proxy accepts" in result.stderr, result.stderr[-3000:]
+    assert time.monotonic() - started < 30
 
 
 def test_pathwaysutils_with_a_token_from_the_environment(pool):

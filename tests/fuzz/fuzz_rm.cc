@@ -4,9 +4,9 @@
 // persists across inputs (a registration is followed by others), and is exported and
 // restored as the RM's state file is.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <memory>
 #include <string>
 

@@ -80,7 +80,8 @@ TEST(KvStoreTest, ACancelledGetIsNeverAnswered) {
   EXPECT_FALSE(gone.got.has_value());
   // One answered already cannot be cancelled.
   Answer answered;
-  const KvStore::WaitId later = kv.Get("k2", kStart, kStart + absl::Seconds(1), answered.Callback());
+  const KvStore::WaitId later =
+      kv.Get("k2", kStart, kStart + absl::Seconds(1), answered.Callback());
   ASSERT_TRUE(kv.Put("k2", "v", false).ok());
   EXPECT_FALSE(kv.Cancel(later));
   EXPECT_TRUE(answered.got.has_value());
