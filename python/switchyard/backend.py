@@ -112,8 +112,10 @@ def check_token(address: str, options) -> None:
     token = token.decode() if isinstance(token, bytes) else str(token)
     with grpc.insecure_channel(target) as channel:
         try:
+            # Never longer than the client's own connection attempt may take.
+            timeout_s = min(10, options.connection_timeout_in_seconds or 10)
             proxy_pb2_grpc.ProxyAccessStub(channel).CheckToken(
-                proxy_pb2.CheckTokenRequest(token=token), timeout=10)
+                proxy_pb2.CheckTokenRequest(token=token), timeout=timeout_s)
         except grpc.RpcError as e:
             if e.code() == grpc.StatusCode.UNAUTHENTICATED:
                 raise RuntimeError(
