@@ -165,6 +165,13 @@ inline constexpr int64_t kBulkStagingKept = 8;
 // pages back under pressure.
 inline constexpr int64_t kHostBytesKeptMax = int64_t{2} << 30;
 inline constexpr int64_t kHostBytesKeptRamShare = 16;
+// Freed heap goes back to the system (common/heap_trim.h) once a process has been idle
+// this long after letting go of something, at most this often (a trim holds malloc's
+// locks for up to a few hundred ms on a large, fragmented heap), and on a worker only
+// after this many buffer deletions (a few arrays free too little to be worth it).
+inline constexpr int64_t kHeapTrimQuietMs = 2000;
+inline constexpr int64_t kHeapTrimIntervalMinMs = 10 * 1000;
+inline constexpr int64_t kHeapTrimAfterDeletedBuffers = 1000;
 
 // Deletions ride with the next operation to a worker; those still waiting are sent
 // this often, so a client that goes quiet after dropping arrays gets them freed.

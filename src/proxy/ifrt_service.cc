@@ -236,8 +236,11 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
   // Registered before the first request, so host-buffer RPCs find it at once.
   absl::Cleanup unregister = [&] {
     store->Shutdown();
-    absl::MutexLock lock(&mutex_);
-    sessions_.erase(session_id);
+    {
+      absl::MutexLock lock(&mutex_);
+      sessions_.erase(session_id);
+    }
+    sessions_ended_.fetch_add(1);
   };
   SessionPolicy policy;
   policy.label = absl::StrCat(++sessions_opened_, " (", *tenant, ")");

@@ -114,6 +114,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   int64_t client_bytes_in() const { return client_bytes_in_.load(); }
   int64_t client_bytes_out() const { return client_bytes_out_.load(); }
   int64_t sessions_opened() const { return sessions_opened_.load(); }
+  int64_t sessions_ended() const { return sessions_ended_.load(); }
   int64_t sessions_refused() const { return sessions_refused_.load(); }
 
  private:
@@ -147,6 +148,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   std::atomic<int64_t> client_bytes_in_{0};
   std::atomic<int64_t> client_bytes_out_{0};
   std::atomic<int64_t> sessions_opened_{0};
+  std::atomic<int64_t> sessions_ended_{0};    // of those opened
   std::atomic<int64_t> sessions_refused_{0};  // no valid token (also asked before a session)
   std::atomic<int64_t> last_refusal_logged_s_{0};
   mutable absl::Mutex mutex_;

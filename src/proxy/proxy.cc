@@ -7,6 +7,7 @@
 #include "common/copy_count.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
+#include "common/heap_trim.h"
 #include "common/host_bytes.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -32,7 +33,14 @@ class ProxyServerImpl final : public ProxyServer {
         plane_(std::move(plane)),
         service_(std::move(service)),
         access_(std::move(access)),
-        server_(std::move(server)) {}
+        server_(std::move(server)),
+        // Gives freed heap back once a session has ended and the proxy is idle.
+        heap_trimmer_(
+            [service = service_.get()] {
+              return service->requests() + service->client_bytes_in() + service->client_bytes_out();
+            },
+            [service = service_.get()] { return service->sessions_ended(); },
+            HeapTrimPolicy::Options{}) {}
   ~ProxyServerImpl() override {
     Shutdown();
     // Its results go to the fleet's connections: stop it before they go. The fleet's
@@ -111,6 +119,7 @@ class ProxyServerImpl final : public ProxyServer {
   std::unique_ptr<IfrtService> service_;
   std::unique_ptr<AccessService> access_;  // admits through service_
   StartedServer server_;
+  HeapTrimmer heap_trimmer_;  // reads service_
   std::unique_ptr<MetricsServer> metrics_;
 };
 

@@ -125,6 +125,7 @@ std::vector<uint64_t> BufferStore::Delete(const std::vector<uint64_t>& ids) {
     doomed.push_back(std::move(it->second));
     buffers_.erase(it);
   }
+  deleted_.fetch_add(static_cast<int64_t>(doomed.size()));
   return not_found;
 }
 
@@ -141,6 +142,7 @@ int64_t BufferStore::DeleteOwned(uint64_t owner) {
     doomed.push_back(std::move(it->second));
     buffers_.erase(it++);
   }
+  deleted_.fetch_add(static_cast<int64_t>(doomed.size()));
   return doomed.size();
 }
 

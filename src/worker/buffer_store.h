@@ -3,6 +3,7 @@
 // The worker's buffers, by caller-chosen id. Thread-safe. Entries are shared so a
 // fetch in progress keeps its buffer alive across a concurrent delete.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -92,9 +93,12 @@ class BufferStore {
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t max_bytes() const { return max_bytes_; }
+  // Buffers deleted so far (Delete, DeleteOwned).
+  int64_t deleted() const { return deleted_.load(); }
 
  private:
   const int64_t max_bytes_;
+  std::atomic<int64_t> deleted_{0};
   mutable absl::Mutex mutex_;
   int64_t reserved_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::flat_hash_map<uint64_t, std::shared_ptr<const StoredBuffer>> buffers_

@@ -17,6 +17,7 @@
 #include "common/bulk_server.h"
 #include "common/copy_count.h"
 #include "common/grpc_server.h"
+#include "common/heap_trim.h"
 #include "common/host_bytes.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -233,6 +234,11 @@ class WorkerServerImpl final : public WorkerServer {
         service_->ReleaseExpiredOwners();
       }
     });
+    // Gives freed heap back once a burst of deletions (a session's end) is over.
+    heap_trimmer_ = std::make_unique<HeapTrimmer>(
+        [this] { return executor_->executions() + buffers_->size(); },
+        [this] { return buffers_->deleted(); },
+        HeapTrimPolicy::Options{.min_freed = limits::kHeapTrimAfterDeletedBuffers});
     SY_RETURN_IF_ERROR(StartBulkServer(options));
     SY_ASSIGN_OR_RETURN(
         server_, StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
@@ -410,6 +416,7 @@ class WorkerServerImpl final : public WorkerServer {
     absl::MutexLock lock(&teardown_mutex_);
     if (rm_link_ != nullptr) rm_link_->Stop();
     if (lease_sweeper_.joinable()) lease_sweeper_.join();  // stopping_ is notified by now
+    heap_trimmer_.reset();
     if (server_.server != nullptr && !served_) {
       server_.name = InProcessName();  // new in-process channels find nothing from now
       // Proxies' operation streams stay open for as long as they live: cancel what is
@@ -441,6 +448,7 @@ class WorkerServerImpl final : public WorkerServer {
   std::string address_;
   std::unique_ptr<RmLink> rm_link_;
   std::thread lease_sweeper_;
+  std::unique_ptr<HeapTrimmer> heap_trimmer_;  // reads the executor and the buffers
   std::unique_ptr<MetricsServer> metrics_;
   absl::Mutex mutex_;
   absl::Notification stopping_;
