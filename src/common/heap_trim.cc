@@ -1,11 +1,10 @@
 #include "common/heap_trim.h"
 
 #include <malloc.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <utility>
 
+#include "common/host_bytes.h"
 #include "common/logging.h"
 #include "common/thread_name.h"
 
@@ -14,15 +13,6 @@ namespace {
 
 constexpr absl::Duration kTick = absl::Milliseconds(500);
 constexpr int64_t kWorthLoggingBytes = int64_t{16} << 20;
-
-int64_t ResidentBytes() {
-  long pages_total = 0, pages_resident = 0;
-  FILE* statm = std::fopen("/proc/self/statm", "r");
-  if (statm == nullptr) return 0;
-  const int read = std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident);
-  std::fclose(statm);
-  return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
-}
 
 }  // namespace
 

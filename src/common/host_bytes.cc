@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <new>
 
@@ -68,6 +69,15 @@ class KeptMappings {
 };
 
 }  // namespace
+
+int64_t ResidentBytes() {
+  long pages_total = 0, pages_resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  const int read = std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident);
+  std::fclose(statm);
+  return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
+}
 
 int64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);

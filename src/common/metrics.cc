@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/host_bytes.h"
 #include "common/logging.h"
 #include "httplib.h"
 
@@ -41,10 +42,17 @@ namespace {
 class HttpMetricsServer final : public MetricsServer {
  public:
   HttpMetricsServer(std::function<std::string()> render, std::vector<HttpPage> pages) {
-    server_.Get("/metrics",
-                [render = std::move(render)](const httplib::Request&, httplib::Response& response) {
-                  response.set_content(render(), "text/plain; version=0.0.4");
-                });
+    server_.Get("/metrics", [render = std::move(render)](const httplib::Request&,
+                                                         httplib::Response& response) {
+      // Every process says what it holds, under the name Prometheus' own
+      // process collectors use.
+      std::string text = render();
+      text += MetricsText()
+                  .Add("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.",
+                       static_cast<double>(ResidentBytes()))
+                  .str();
+      response.set_content(text, "text/plain; version=0.0.4");
+    });
     for (HttpPage& page : pages) {
       const std::string path = page.path;  // before `page` moves into the handler
       server_.Get(path,

@@ -433,6 +433,9 @@ def test_prometheus_metrics_of_every_process(spawn, plugin):
     assert m["switchyard_worker_registered"] == 1 and m["switchyard_worker_buffers"] == 0
     m = scrape(proxy)
     assert m["switchyard_proxy_sessions"] == 0
+    # Each process says what memory it holds.
+    for process in (rm, worker, proxy):
+        assert 1 << 20 < scrape(process)["process_resident_memory_bytes"] < 16 << 30
     worker.proc.send_signal(signal.SIGKILL)
     deadline = time.monotonic() + 5
     while scrape(rm)['switchyard_rm_hosts{state="unhealthy"}'] != 1:
