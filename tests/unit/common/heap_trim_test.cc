@@ -43,12 +43,8 @@ TEST(HeapTrimPolicyTest, TrimsAtMostOncePerInterval) {
 }
 
 TEST(HeapTrimTest, FreedSmallAllocationsGoBack) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#ifdef SWITCHYARD_SANITIZED
   GTEST_SKIP() << "a sanitizer's allocator keeps freed memory itself; malloc_trim is glibc's";
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  GTEST_SKIP() << "a sanitizer's allocator keeps freed memory itself; malloc_trim is glibc's";
-#endif
 #endif
   // 256 MiB in small blocks, all freed: glibc keeps them in its bins until a trim.
   std::vector<void*> blocks(1 << 20);
