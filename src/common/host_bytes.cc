@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/huge_pages.h"
 #include "common/limits.h"
 
 namespace switchyard {
@@ -100,7 +101,9 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
       mapping_size_ = taken;
       const auto start = reinterpret_cast<uintptr_t>(mapping);
       data_ = reinterpret_cast<char*>((start + kHugePage - 1) / kHugePage * kHugePage);
-      (void)madvise(data_, taken - (data_ - static_cast<char*>(mapping)), MADV_HUGEPAGE);
+      if (HostHugePages().use) {
+        (void)madvise(data_, taken - (data_ - static_cast<char*>(mapping)), MADV_HUGEPAGE);
+      }
       return;
     }
   }

@@ -5,10 +5,10 @@
 // A byte buffer for bulk data on its way between hosts and devices: uninitialized,
 // aligned so that a PJRT plugin may use it in place (XLA's CPU client aliases host
 // data aligned to 64 bytes instead of copying it), and, when large, backed by huge
-// pages: fresh memory costs a page fault per page on first touch, and with 4 KiB
-// pages those faults, not the copies, dominated moving a GiB. Large ones reuse the
-// memory of freed ones of about their size (within limits::kHostBytesKeptMax), whose
-// pages are already there. Like malloc's, the bytes of a new buffer are whatever was
+// pages where they pay (common/huge_pages.h): fresh memory costs a page fault per page
+// on first touch, and those faults, not the copies, dominated moving a GiB. Large ones
+// reuse the memory of freed ones of about their size (within limits::kHostBytesKeptMax),
+// whose pages are already there. Like malloc's, the bytes of a new buffer are whatever was
 // there: write before reading, and never hand out a part not written.
 
 #include <cstddef>

@@ -93,9 +93,9 @@ void Buffer::OnReady(std::function<void(absl::Status)> done) const {
   if (unregistered != nullptr) (*callback)(Event(api, unregistered).Await());  // wait here
 }
 
-absl::StatusOr<std::string> Buffer::ToHost() const {
-  std::string out(host_size_bytes_, '\0');
-  SY_RETURN_IF_ERROR(ToHost(absl::MakeSpan(out)));
+absl::StatusOr<std::unique_ptr<HostBytes>> Buffer::ToHost() const {
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> out, HostBytes::Allocate(host_size_bytes_));
+  SY_RETURN_IF_ERROR(ToHost(absl::MakeSpan(out->data(), out->size())));
   return out;
 }
 

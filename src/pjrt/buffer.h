@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "common/host_bytes.h"
 #include "pjrt/dtype.h"
 
 struct PJRT_Buffer;
@@ -45,8 +47,9 @@ class Buffer {
   // computed, with the error that produced them, if any. The buffer may be
   // destroyed before then.
   void OnReady(std::function<void(absl::Status)> done) const;
-  // Copies the contents to host, dense and major-to-minor; blocks until done.
-  absl::StatusOr<std::string> ToHost() const;
+  // Copies the contents to host, dense and major-to-minor; blocks until done. Into
+  // HostBytes: a large copy reuses the pages of freed ones instead of faulting in new.
+  absl::StatusOr<std::unique_ptr<HostBytes>> ToHost() const;
   // The same into `out`, which must have `host_size_bytes()`.
   absl::Status ToHost(absl::Span<char> out) const;
   // Whether `CopyRangeToHost` works: the plugin offers a raw copy and the device holds

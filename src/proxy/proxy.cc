@@ -9,6 +9,7 @@
 #include "common/grpc_status.h"
 #include "common/heap_trim.h"
 #include "common/host_bytes.h"
+#include "common/huge_pages.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/slice_shape.h"
@@ -185,6 +186,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
                       {service.get(), access.get(), callbacks.get()}, Audience::kClients));
   SY_LOG(Info) << "proxy listening on " << server.address << " (resource manager "
                << options.resource_manager_address << ")";
+  SY_LOG(Info) << "large host buffers: " << HostHugePages().why;
   if (server.port != 0 && options.tokens_file.empty()) {
     SY_LOG(Warning) << "serving JAX clients on " << server.address
                     << " over TCP without --tokens_file: anyone who reaches it, any user of this "

@@ -285,9 +285,9 @@ absl::StatusOr<std::unique_ptr<pjrt::Buffer>> Executor::Relayout(
     const pjrt::Buffer& buffer, absl::Span<const int64_t> minor_to_major) const {
   // Through the host: rare (a client that chose layouts for a program's inputs or
   // outputs), and the plugin offers no on-device relayout.
-  SY_ASSIGN_OR_RETURN(std::string bytes, buffer.ToHost());
-  return client_->BufferFromHost(bytes, buffer.dtype(), buffer.dims(), buffer.device_ordinal(),
-                                 buffer.memory_kind(), minor_to_major);
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> bytes, buffer.ToHost());
+  return client_->BufferFromHost(bytes->span(), buffer.dtype(), buffer.dims(),
+                                 buffer.device_ordinal(), buffer.memory_kind(), minor_to_major);
 }
 
 namespace {

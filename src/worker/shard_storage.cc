@@ -95,8 +95,9 @@ absl::Status ShardStorage::SaveOne(const StoredShard& shard, const StoredBuffer&
         absl::StrJoin(shard.dims(), ","), "]"));
   }
   // Waits until the buffer is computed; its error, if the launch making it failed.
-  SY_ASSIGN_OR_RETURN(std::string bytes, buffer.ToHost());
-  SY_RETURN_IF_ERROR(WriteChunk(dir, array, Vector(shard.start()), Vector(shard.dims()), bytes));
+  SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> bytes, buffer.ToHost());
+  SY_RETURN_IF_ERROR(WriteChunk(dir, array, Vector(shard.start()), Vector(shard.dims()),
+                                absl::string_view(bytes->data(), bytes->size())));
   if (shard.metadata()) SY_RETURN_IF_ERROR(WriteZarrMetadata(dir, array));
   return absl::OkStatus();
 }

@@ -19,6 +19,7 @@
 #include "common/grpc_server.h"
 #include "common/heap_trim.h"
 #include "common/host_bytes.h"
+#include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -194,6 +195,7 @@ class WorkerServerImpl final : public WorkerServer {
       SY_LOG(Info) << "buffers may take up to " << max_buffer_bytes
                    << " bytes (--max_buffer_bytes)";
     }
+    SY_LOG(Info) << "large host buffers: " << HostHugePages().why;
     if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name()); callbacks.ok()) {
       callbacks_ = std::move(callbacks).value();
     } else {
