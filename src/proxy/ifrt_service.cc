@@ -17,6 +17,7 @@
 #include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "google/protobuf/descriptor.h"
+#include "proxy/host_buffer_wire.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/large_transfer.h"
 #include "proxy/session.h"
@@ -88,14 +89,15 @@ grpc::Status Refuse(SessionStream* stream, const absl::Status& status) {
 }
 
 // Where the generated service keeps its IfrtSession method, to serve it with bytes.
-int SessionMethodIndex() {
+// The index of `name` in the IFRT proxy service, as gRPC numbers its methods.
+int MethodIndex(const char* name) {
   const google::protobuf::ServiceDescriptor* service =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
           "xla.ifrt.proxy.GrpcIfrtService");
   const google::protobuf::MethodDescriptor* method =
-      service == nullptr ? nullptr : service->FindMethodByName("IfrtSession");
+      service == nullptr ? nullptr : service->FindMethodByName(name);
   if (method == nullptr) {
-    SY_LOG(Error) << "the IFRT proxy service compiled in has no IfrtSession method";
+    SY_LOG(Error) << "the IFRT proxy service compiled in has no " << name << " method";
     std::abort();
   }
   return method->index();
@@ -111,15 +113,22 @@ constexpr absl::Duration kSliceViewWait = absl::Seconds(5);
 
 IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
     : fleet_(fleet), options_(std::move(options)) {
-  // The handler the generated code made for IfrtSession parses the requests itself;
-  // this one takes them as bytes (see ServeSession). Same method, same kind of stream.
-  MarkMethodStreamed(
-      SessionMethodIndex(),
-      new grpc::internal::BidiStreamingHandler<IfrtService, grpc::ByteBuffer, grpc::ByteBuffer>(
-          [](IfrtService* service, grpc::ServerContext* context, SessionStream* stream) {
-            return service->ServeSession(context, stream);
-          },
-          this));
+  // The handlers the generated code made parse the messages themselves; these take them
+  // as bytes (see ServeSession, ServeStore, ServeLookup). Same methods: a client sees no
+  // difference but the errors for bytes that do not parse, and the copies saved.
+  using Serve = grpc::Status (IfrtService::*)(grpc::ServerContext*, SessionStream*);
+  for (const auto& [name, serve] :
+       {std::pair<const char*, Serve>{"IfrtSession", &IfrtService::ServeSession},
+        {"HostBufferStore", &IfrtService::ServeStore},
+        {"HostBufferLookup", &IfrtService::ServeLookup}}) {
+    MarkMethodStreamed(
+        MethodIndex(name),
+        new grpc::internal::BidiStreamingHandler<IfrtService, grpc::ByteBuffer, grpc::ByteBuffer>(
+            [serve](IfrtService* service, grpc::ServerContext* context, SessionStream* stream) {
+              return (service->*serve)(context, stream);
+            },
+            this));
+  }
   if (options_.session_idle_timeout > absl::ZeroDuration()) {
     reaper_ = std::thread([this] {
       NameThisThread("sy-idle-reaper");
@@ -358,9 +367,7 @@ int64_t IfrtService::sessions() const {
   return sessions_.size();
 }
 
-grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
-                                          grpc::ServerReader<w::GrpcHostBufferStoreRequest>* reader,
-                                          w::GrpcHostBufferStoreResponse* response) {
+grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream* stream) {
   w::GrpcHostBufferStoreMetadata metadata;
   absl::Status status = ReadMetadata(*context, kStoreMetadataKey, &metadata);
   if (!status.ok()) return ToGrpcStatus(status);
@@ -373,11 +380,12 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
   auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   absl::Status received;
-  w::GrpcHostBufferStoreRequest chunk;
-  while (received.ok() && reader->Read(&chunk)) {
-    client_bytes_in_ += static_cast<int64_t>(chunk.data().size());
-    CountCopied(chunk.data().size(), 2);  // the kernel's, protobuf's parse (then Append's)
-    received = (*buffer)->Append(chunk.data());
+  grpc::ByteBuffer chunk;
+  while (received.ok() && stream->Read(&chunk)) {
+    int64_t bytes = 0;
+    received = proxy::AppendStoreChunk(chunk, **buffer, &bytes);
+    client_bytes_in_ += bytes;
+    CountCopied(bytes);  // the kernel's (then Append's)
   }
   (*buffer)->Finish(received);
   absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
@@ -387,25 +395,41 @@ grpc::Status IfrtService::HostBufferStore(grpc::ServerContext* context,
         absl::Status(complete.code(),
                      absl::StrCat("host buffer ", metadata.handle(), ": ", complete.message())));
   }
+  grpc::ByteBuffer done;
+  bool own_buffer;
+  if (!grpc::SerializationTraits<w::GrpcHostBufferStoreResponse>::Serialize(
+           w::GrpcHostBufferStoreResponse(), &done, &own_buffer)
+           .ok() ||
+      !stream->Write(done)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status IfrtService::HostBufferLookup(
-    grpc::ServerContext* context, const w::GrpcHostBufferLookupRequest* request,
-    grpc::ServerWriter<w::GrpcHostBufferLookupResponse>* writer) {
+grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStream* stream) {
+  w::GrpcHostBufferLookupRequest request;
+  grpc::ByteBuffer bytes;
+  if (!stream->Read(&bytes)) {
+    return ToGrpcStatus(absl::InvalidArgumentError("HostBufferLookup without a request"));
+  }
+  if (!grpc::SerializationTraits<w::GrpcHostBufferLookupRequest>::Deserialize(&bytes, &request)
+           .ok()) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        "the request to /xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup is not a "
+        "GrpcHostBufferLookupRequest (truncated or malformed protobuf)"));
+  }
   absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
-      FindStore(*context, request->session_id());
+      FindStore(*context, request.session_id());
   if (!store.ok()) return ToGrpcStatus(store.status());
-  auto buffer = (*store)->Lookup(request->handle(), absl::ZeroDuration());
+  auto buffer = (*store)->Lookup(request.handle(), absl::ZeroDuration());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   // Sent as it arrives: a fetch being streamed from a worker goes on to the client
-  // chunk by chunk.
+  // chunk by chunk, each a slice of the buffer's memory.
   const absl::Time deadline = absl::Now() + absl::Minutes(10);
   auto cancelled = [context] { return context->IsCancelled(); };
   const HostBuffer& host = **buffer;
   int64_t offset = 0;
   int64_t arrived = 0;
-  w::GrpcHostBufferLookupResponse chunk;
   do {  // at least one message, even for an empty buffer
     // A buffer sized by its fill (a string array) is known whole only at the end.
     absl::StatusOr<absl::string_view> data =
@@ -414,9 +438,10 @@ grpc::Status IfrtService::HostBufferLookup(
     if (!data.ok()) return ToGrpcStatus(data.status());
     arrived = static_cast<int64_t>(data->size());
     const int64_t n = std::min<int64_t>(kLookupChunkBytes, arrived - offset);
-    chunk.set_data(data->data() + offset, n);
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    CountCopied(n, 3);  // into the message, serialized, the kernel's
+    if (!stream->Write(proxy::LookupChunk(*buffer, data->substr(offset, n)))) {
+      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
+    }
+    CountCopied(n);  // the kernel's
     client_bytes_out_ += n;
     offset += n;
   } while (offset < arrived || offset < host.size());

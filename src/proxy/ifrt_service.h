@@ -75,7 +75,8 @@ class SessionActivity {
 
 class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
  public:
-  // The session stream as it is served: bytes, parsed here (see ServeSession).
+  // The session stream as it is served: bytes, parsed here (see ServeSession); the
+  // host-buffer calls are served as such streams too.
   using SessionStream = grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>;
 
   IfrtService(Fleet* fleet, IfrtServiceOptions options);
@@ -88,13 +89,10 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   // itself: gRPC's own parse ends a stream whose message does not parse as if the
   // client had closed it (status OK); here it ends with INVALID_ARGUMENT saying which.
   grpc::Status ServeSession(grpc::ServerContext* context, SessionStream* stream);
-  grpc::Status HostBufferStore(
-      grpc::ServerContext* context,
-      grpc::ServerReader<::xla::ifrt::proxy::GrpcHostBufferStoreRequest>* reader,
-      ::xla::ifrt::proxy::GrpcHostBufferStoreResponse* response) override;
-  grpc::Status HostBufferLookup(
-      grpc::ServerContext* context, const ::xla::ifrt::proxy::GrpcHostBufferLookupRequest* request,
-      grpc::ServerWriter<::xla::ifrt::proxy::GrpcHostBufferLookupResponse>* writer) override;
+  // Serve HostBufferStore and HostBufferLookup: their messages as bytes, read into and
+  // sent from the host buffer's own memory (proxy/host_buffer_wire.h).
+  grpc::Status ServeStore(grpc::ServerContext* context, SessionStream* stream);
+  grpc::Status ServeLookup(grpc::ServerContext* context, SessionStream* stream);
   grpc::Status HostBufferDelete(
       grpc::ServerContext* context, const ::xla::ifrt::proxy::GrpcHostBufferDeleteRequest* request,
       ::xla::ifrt::proxy::GrpcHostBufferDeleteResponse* response) override;

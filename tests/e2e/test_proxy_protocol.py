@@ -14,8 +14,8 @@ import pytest
 
 import switchyard
 from conftest import worker_buffers, worker_stat
-from ifrt_raw import (RawSession, channel, g, get_version, host_buffer_store, s, store_metadata,
-                      t)
+from ifrt_raw import (SERVICE, RawSession, channel, g, get_version, host_buffer_store, s,
+                      store_metadata, t)
 
 OK = 0
 
@@ -206,6 +206,26 @@ def test_host_buffer_rpcs_check_the_session(cluster):
         store(iter([g.GrpcHostBufferStoreRequest(data=b"abc")]),
               metadata=store_metadata(session_id, 9, 10))
     assert e.value.code() == grpc.StatusCode.DATA_LOSS
+    # A chunk that is not a GrpcHostBufferStoreRequest (data cut short): INVALID_ARGUMENT,
+    # and the handle is free again.
+    raw_store = ch.stream_unary(SERVICE + "HostBufferStore", request_serializer=lambda b: b,
+                                response_deserializer=lambda b: b)
+    with pytest.raises(grpc.RpcError) as e:
+        raw_store(iter([b"\x0a\x05ab"]), metadata=store_metadata(session_id, 10, 5), timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value
+    assert "GrpcHostBufferStoreRequest" in e.value.details()
+    # Chunks of odd sizes, unknown fields among them, come back byte for byte.
+    data = bytes(range(256)) * 4099
+    pieces = [data[:1], data[1:70000], data[70000:70000], data[70000:]]
+    chunks = [g.GrpcHostBufferStoreRequest(data=p).SerializeToString() for p in pieces]
+    chunks[1] = b"\x38\x05" + chunks[1]  # field 7, a varint: a newer client's field
+    raw_store(iter(chunks), metadata=store_metadata(session_id, 10, len(data)), timeout=30)
+    stub_lookup = ch.unary_stream(SERVICE + "HostBufferLookup",
+                                  request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
+                                  response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    back = b"".join(r.data for r in stub_lookup(
+        g.GrpcHostBufferLookupRequest(session_id=session_id, handle=10), timeout=30))
+    assert back == data
     session.close()
 
 

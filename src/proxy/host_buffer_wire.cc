@@ -1,0 +1,88 @@
+#include "proxy/host_buffer_wire.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "grpcpp/support/slice.h"
+
+namespace switchyard::proxy {
+namespace {
+
+using google::protobuf::internal::WireFormatLite;
+
+constexpr int kDataField = 1;
+const uint32_t kDataTag =
+    WireFormatLite::MakeTag(kDataField, WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+
+absl::Status NotAChunk(const char* why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("a HostBufferStore message is not a GrpcHostBufferStoreRequest (", why, ")"));
+}
+
+}  // namespace
+
+absl::Status AppendStoreChunk(grpc::ByteBuffer& message, HostBuffer& buffer, int64_t* received) {
+  grpc::ProtoBufferReader reader(&message);
+  if (!reader.status().ok()) return NotAChunk("unreadable bytes");
+  google::protobuf::io::CodedInputStream input(&reader);
+  bool seen = false;
+  while (uint32_t tag = input.ReadTag()) {
+    if (tag != kDataTag) {
+      // Unknown fields are allowed, as protobuf's own parse allows them.
+      if (!WireFormatLite::SkipField(&input, tag)) return NotAChunk("truncated field");
+      continue;
+    }
+    // A second data field would replace the first in protobuf's parse; no client sends it.
+    if (seen) return NotAChunk("data twice");
+    seen = true;
+    uint32_t length = 0;
+    if (!input.ReadVarint32(&length)) return NotAChunk("truncated length");
+    // The bytes as they lie in the received slices, appended piece by piece.
+    while (length > 0) {
+      const void* piece = nullptr;
+      int size = 0;
+      if (!input.GetDirectBufferPointer(&piece, &size) || size <= 0) {
+        return NotAChunk("truncated data");
+      }
+      const int take = std::min<int64_t>(size, length);
+      if (absl::Status appended = buffer.Append(
+              absl::string_view(static_cast<const char*>(piece), static_cast<size_t>(take)));
+          !appended.ok()) {
+        return appended;
+      }
+      input.Skip(take);
+      length -= take;
+      *received += take;
+    }
+  }
+  if (!input.ConsumedEntireMessage()) return NotAChunk("malformed tag");
+  return absl::OkStatus();
+}
+
+grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, absl::string_view bytes) {
+  std::string header;
+  header.push_back(static_cast<char>(kDataTag));
+  uint64_t length = bytes.size();
+  do {  // a varint: 7 bits a byte, low first
+    header.push_back(static_cast<char>((length & 0x7f) | (length > 0x7f ? 0x80 : 0)));
+    length >>= 7;
+  } while (length > 0);
+  if (bytes.empty()) {
+    grpc::Slice only(header);
+    return grpc::ByteBuffer(&only, 1);
+  }
+  auto* kept = new std::shared_ptr<const HostBuffer>(std::move(owner));
+  grpc::Slice slices[2] = {
+      grpc::Slice(header),
+      grpc::Slice(
+          const_cast<char*>(bytes.data()), bytes.size(),
+          [](void* kept) { delete static_cast<std::shared_ptr<const HostBuffer>*>(kept); }, kept)};
+  return grpc::ByteBuffer(slices, 2);
+}
+
+}  // namespace switchyard::proxy
