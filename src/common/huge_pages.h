@@ -8,7 +8,9 @@
 // a huge page is made of are exactly the ones reported, so each fresh huge page costs
 // the host a 2 MiB fault. Measured on such a machine: filling fresh memory after a few
 // idle seconds, 330-420 MB/s with huge pages against 2.2-2.8 GB/s without; back to
-// back, huge pages 2x faster. Memory that HostBytes reuses is warm either way.
+// back, huge pages 2x faster, and transfers through reused memory 1.1-1.4x faster with
+// them (docs/performance.md has the table). The cold loss is the larger, and falls on
+// restores and first steps, so such machines get 4 KiB pages.
 
 #include <string>
 
