@@ -88,8 +88,8 @@ grpc::Status Refuse(SessionStream* stream, const absl::Status& status) {
   return ToGrpcStatus(status);
 }
 
-// Where the generated service keeps its IfrtSession method, to serve it with bytes.
-// The index of `name` in the IFRT proxy service, as gRPC numbers its methods.
+// The index of `name` in the IFRT proxy service, as gRPC numbers its methods: where
+// the generated service keeps it, to serve it with bytes.
 int MethodIndex(const char* name) {
   const google::protobuf::ServiceDescriptor* service =
       google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
