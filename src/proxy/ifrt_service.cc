@@ -117,12 +117,13 @@ IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
   // as bytes (see ServeSession, ServeStore, ServeLookup). Same methods: a client sees no
   // difference but the errors for bytes that do not parse, and the copies saved.
   using Serve = grpc::Status (IfrtService::*)(grpc::ServerContext*, SessionStream*);
-  for (const auto& [name, serve] :
-       {std::pair<const char*, Serve>{"IfrtSession", &IfrtService::ServeSession},
-        {"HostBufferStore", &IfrtService::ServeStore},
-        {"HostBufferLookup", &IfrtService::ServeLookup}}) {
+  const std::pair<const char*, Serve> methods[] = {{"IfrtSession", &IfrtService::ServeSession},
+                                                   {"HostBufferStore", &IfrtService::ServeStore},
+                                                   {"HostBufferLookup", &IfrtService::ServeLookup}};
+  for (const auto& method : methods) {
+    const Serve serve = method.second;  // a copy: clang 14 captures no structured binding
     MarkMethodStreamed(
-        MethodIndex(name),
+        MethodIndex(method.first),
         new grpc::internal::BidiStreamingHandler<IfrtService, grpc::ByteBuffer, grpc::ByteBuffer>(
             [serve](IfrtService* service, grpc::ServerContext* context, SessionStream* stream) {
               return (service->*serve)(context, stream);

@@ -3,10 +3,11 @@
 
 #include "common/huge_pages.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <unistd.h>
 
 #include "gtest/gtest.h"
 
@@ -26,7 +27,10 @@ TEST(HugePagesTest, TheSettingDecidesElseFreePageReportingTurnsThemOff) {
 class FreePageReportingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = std::filesystem::path(::testing::TempDir()) / "virtio-devices";
+    // Its own directory: ctest runs the tests of this suite side by side.
+    root_ = std::filesystem::path(::testing::TempDir()) /
+            ("virtio-devices-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(root_);
     std::filesystem::create_directories(root_);
   }
