@@ -32,8 +32,9 @@ def selector(byte: int):
     return lambda data: bytes([byte]) + data
 
 
-def host_buffer(data: bytes) -> bytes:  # [length][metadata][length][bytes]
-    return bytes([len(data)]) + data + bytes([len(FILLER)]) + FILLER
+def host_buffer(data: bytes) -> bytes:  # [length][metadata][length][a store message]
+    message = b"\x0a" + bytes([len(FILLER)]) + FILLER  # GrpcHostBufferStoreRequest.data
+    return bytes([len(data)]) + data + bytes([len(message)]) + message
 
 
 def put_header(data: bytes) -> bytes:  # selector 2, [length][header][bytes]
