@@ -65,13 +65,11 @@ absl::Status AppendStoreChunk(grpc::ByteBuffer& message, HostBuffer& buffer, int
 }
 
 grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, absl::string_view bytes) {
-  std::string header;
-  header.push_back(static_cast<char>(kDataTag));
-  uint64_t length = bytes.size();
-  do {  // a varint: 7 bits a byte, low first
-    header.push_back(static_cast<char>((length & 0x7f) | (length > 0x7f ? 0x80 : 0)));
-    length >>= 7;
-  } while (length > 0);
+  // The tag and the length, as protobuf writes them before a bytes field's contents.
+  uint8_t header_bytes[1 + 10];  // a one-byte tag, a varint of at most 10
+  uint8_t* end = google::protobuf::io::CodedOutputStream::WriteTagToArray(kDataTag, header_bytes);
+  end = google::protobuf::io::CodedOutputStream::WriteVarint64ToArray(bytes.size(), end);
+  const std::string header(reinterpret_cast<const char*>(header_bytes), end - header_bytes);
   if (bytes.empty()) {
     grpc::Slice only(header);
     return grpc::ByteBuffer(&only, 1);
