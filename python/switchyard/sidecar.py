@@ -8,8 +8,10 @@ are the session's hosts, so a function sees what a multi-controller JAX process 
 which this host's shards are addressable. Device ids inside the sidecar differ from the
 client's; the client's pickles are translated both ways.
 
-Array shards arrive and leave as files in the worker's shared-memory directory. What the
-functions print goes to stderr (the worker's log): stdout carries the protocol.
+A call's array bytes come and go in two sealed memory files the worker passes with it
+(SCM_RIGHTS on the channel): the inputs' (copied out: the worker reuses the file) and the
+outputs' (whose pages become the worker's device buffers). What the functions print goes
+to stderr (the worker's log): stdout carries the protocol.
 """
 
 from __future__ import annotations
@@ -32,24 +34,35 @@ _OK, _UNKNOWN, _FAILED_PRECONDITION = 0, 2, 9
 _PROGRAMS_KEPT = 4096
 
 
-def _read_exactly(stream, size: int) -> bytes | None:
+# The sidecar.proto protocol this sidecar speaks (SidecarReply.protocol): 2 takes a
+# call's outputs in a memory file passed with the request.
+_PROTOCOL = 2
+
+
+def _read_exactly(channel: socket.socket, size: int, fds: list[int]) -> bytes | None:
+  """`size` bytes of the channel; descriptors passed with them are added to `fds`."""
   data = b""
   while len(data) < size:
-    chunk = stream.read(size - len(data))
+    chunk, ancillary, _, _ = channel.recvmsg(size - len(data), socket.CMSG_SPACE(4 * 4))
+    for level, kind, payload in ancillary:
+      if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+        fds.extend(struct.unpack(f"{len(payload) // 4}i", payload[:len(payload) // 4 * 4]))
     if not chunk:
       return None
     data += chunk
   return data
 
 
-def _receive(stream) -> sidecar_pb2.SidecarRequest | None:
-  header = _read_exactly(stream, 4)
+def _receive(channel: socket.socket) -> tuple[sidecar_pb2.SidecarRequest | None, list[int]]:
+  """The next request and the descriptors passed with it (the caller closes them)."""
+  fds: list[int] = []
+  header = _read_exactly(channel, 4, fds)
   if header is None:
-    return None
-  body = _read_exactly(stream, struct.unpack("<I", header)[0])
+    return None, fds
+  body = _read_exactly(channel, struct.unpack("<I", header)[0], fds)
   if body is None:
-    return None
-  return sidecar_pb2.SidecarRequest.FromString(body)
+    return None, fds
+  return sidecar_pb2.SidecarRequest.FromString(body), fds
 
 
 def _send(stream, reply: sidecar_pb2.SidecarReply) -> None:
@@ -195,7 +208,7 @@ class Runner:
     self.programs = {}  # digest of the pickle -> unpickled, least recently used first
     self.dtypes = _numpy_dtypes()
 
-  def _load(self, shard):
+  def _load(self, shard, inputs):
     np = self.np
     if shard.dtype == common_pb2.STRING:
       values = [b.decode("utf-8") for b in shard.strings]
@@ -204,13 +217,40 @@ class Runner:
     if dtype is None:
       raise TypeError(f"dtype {common_pb2.DType.Name(shard.dtype)} is not served")
     shape = tuple(shard.dims)
-    if dtype.itemsize * int(np.prod(shape, dtype=np.int64)) == 0:
+    if dtype.itemsize * int(np.prod(shape, dtype=np.int64)) != shard.bytes:
+      raise ValueError(f"{shard.bytes} bytes for {dtype}{list(shape)}")
+    if not shard.bytes:
       return np.zeros(shape, dtype)
-    # Mapped, not read: the device put is the one copy (the pages outlive the file,
-    # which the worker removes after the call).
-    return np.memmap(shard.path, dtype=dtype, mode="r", shape=shape)
+    # A copy, as the file serves the next call and JAX on CPU would alias the mapping;
+    # 64-byte aligned, so that JAX uses it in place (a plain copy would be copied again).
+    raw = np.empty(shard.bytes + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    out = raw[start:start + shard.bytes].view(dtype).reshape(shape)
+    np.copyto(out, np.ndarray(shape, dtype, buffer=inputs, offset=shard.offset))
+    return out
 
-  def run(self, call: sidecar_pb2.SidecarCall) -> sidecar_pb2.SidecarReply:
+  def run(self, call: sidecar_pb2.SidecarCall, fds: list[int]) -> sidecar_pb2.SidecarReply:
+    """Runs the call on the files passed with it (sidecar.proto: inputs, then outputs)."""
+    import mmap
+
+    wanted = int(call.inputs_file) + int(call.outputs_file)
+    if len(fds) != wanted:
+      raise RuntimeError(f"{len(fds)} files came with the call; it names {wanted}")
+    # Populated in one go: a page fault per page cost more than the copy through them.
+    maps = [mmap.mmap(fd, os.fstat(fd).st_size,
+                      flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)) for fd in fds]
+    try:
+      inputs = maps[0] if call.inputs_file else None
+      outputs = maps[-1] if call.outputs_file else None
+      return self._run(call, inputs, outputs)
+    finally:
+      for mapped in maps:
+        try:
+          mapped.close()
+        except BufferError:  # an error's traceback holds a view: closed when collected
+          pass
+
+  def _run(self, call: sidecar_pb2.SidecarCall, inputs, outputs) -> sidecar_pb2.SidecarReply:
     import jax
     from jax._src import tree_util
     from jax.experimental.colocated_python import serialization
@@ -235,7 +275,7 @@ class Runner:
       raise ValueError(f"{len(call.inputs)} inputs for {len(in_specs)} specs")
     leaves = []
     for spec, array in zip(in_specs, call.inputs):
-      pieces = [jax.device_put(self._load(shard), self.world.to_local[shard.device_id])
+      pieces = [jax.device_put(self._load(shard, inputs), self.world.to_local[shard.device_id])
                 for shard in array.shards]
       leaves.append(jax.make_array_from_single_device_arrays(spec.shape, spec.sharding, pieces))
     args, kwargs = tree_util.tree_unflatten(in_treedef, leaves)
@@ -266,12 +306,15 @@ class Runner:
                               dims=list(data.shape))
         if expected.dtype == common_pb2.STRING:
           item.strings.extend(str(s).encode("utf-8") for s in data.reshape(-1))
-        else:
-          # Readable by this user only, as the worker's inputs are.
-          fd = os.open(expected.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-          with os.fdopen(fd, "wb") as f:
-            self.np.ascontiguousarray(data).tofile(f)
-          item.path = expected.path
+        elif data.nbytes != expected.bytes:
+          raise ValueError(f"output {o}: the shard on device {expected.device_id} has "
+                           f"{data.nbytes} bytes; the worker expects {expected.bytes}")
+        elif data.nbytes:
+          # The one copy: the worker makes the device buffer of these pages.
+          place = self.np.ndarray(data.shape, data.dtype, buffer=outputs,
+                                  offset=expected.offset)
+          self.np.copyto(place, data)
+          del place  # before the file's mapping closes
     return reply
 
 
@@ -309,14 +352,14 @@ def main(argv=None) -> int:
   args = parser.parse_args(argv)
   _die_with_parent(0)
   # The protocol keeps the original stdout; everything printed goes to stderr.
-  channel_in = os.fdopen(os.dup(0), "rb", buffering=0)
+  channel_in = socket.socket(fileno=os.dup(0))
   channel_out = os.fdopen(os.dup(1), "wb")
   os.dup2(2, 1)
   sys.stdout = sys.stderr
   world = None
   runner = None
   while True:
-    request = _receive(channel_in)
+    request, fds = _receive(channel_in)
     if request is None:
       break
     reply = sidecar_pb2.SidecarReply(call=request.call)
@@ -328,10 +371,11 @@ def main(argv=None) -> int:
         world = World(hosts, request.start.host, args.directory)
         runner = Runner(world)
         _versions(reply)
+        reply.protocol = _PROTOCOL
       elif runner is None:
         reply.code, reply.message = _FAILED_PRECONDITION, "the sidecar has not started"
       else:
-        result = runner.run(request.run)
+        result = runner.run(request.run, fds)
         result.call = request.call
         reply = result
     except BaseException as e:  # noqa: BLE001 - a user function's error goes to the client
@@ -339,6 +383,9 @@ def main(argv=None) -> int:
       reply.message = "".join(traceback.format_exception(e)).rstrip()
       if isinstance(e, (SystemExit, KeyboardInterrupt)):
         reply.message += "\n(the function tried to exit the sidecar; it keeps running)"
+    finally:
+      for fd in fds:
+        os.close(fd)
     _send(channel_out, reply)
   if world is not None:
     world.shutdown()

@@ -121,8 +121,15 @@ absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {
   }
 }
 
+std::unique_ptr<HostBytes> HostBytes::Adopt(char* data, size_t size,
+                                            absl::AnyInvocable<void() &&> release) {
+  return std::unique_ptr<HostBytes>(new HostBytes(data, size, std::move(release)));
+}
+
 HostBytes::~HostBytes() {
-  if (mapping_ != nullptr) {
+  if (release_ != nullptr) {
+    std::move(release_)();
+  } else if (mapping_ != nullptr) {
     if (!KeptMappings::Get().Keep(mapping_, mapping_size_)) munmap(mapping_, mapping_size_);
   } else {
     ::operator delete(data_, std::align_val_t(kAlignment));

@@ -13,7 +13,9 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
@@ -33,6 +35,10 @@ class HostBytes {
   explicit HostBytes(size_t size);
   // RESOURCE_EXHAUSTED, naming the size, when the memory cannot be had.
   static absl::StatusOr<std::unique_ptr<HostBytes>> Allocate(size_t size);
+  // Memory mapped by someone else (common/shared_memory.h): `release` runs once, when
+  // the buffer is freed. `data` must be aligned to kAlignment.
+  static std::unique_ptr<HostBytes> Adopt(char* data, size_t size,
+                                          absl::AnyInvocable<void() &&> release);
   ~HostBytes();
   HostBytes(const HostBytes&) = delete;
   HostBytes& operator=(const HostBytes&) = delete;
@@ -46,9 +52,13 @@ class HostBytes {
   absl::Span<const char> span() const { return {data_, size_}; }
 
  private:
+  HostBytes(char* data, size_t size, absl::AnyInvocable<void() &&> release)
+      : size_(size), data_(data), release_(std::move(release)) {}
+
   size_t size_;
   char* data_;
-  void* mapping_ = nullptr;  // huge-page mapping, when used
+  absl::AnyInvocable<void() &&> release_;  // adopted memory
+  void* mapping_ = nullptr;                // huge-page mapping, when used
   size_t mapping_size_ = 0;
 };
 

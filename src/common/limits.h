@@ -165,6 +165,12 @@ inline constexpr int64_t kBulkStagingKept = 8;
 // pages back under pressure.
 inline constexpr int64_t kHostBytesKeptMax = int64_t{2} << 30;
 inline constexpr int64_t kHostBytesKeptRamShare = 16;
+// Freed shared-memory files of colocated calls kept for the same sidecar's next call
+// (common/shared_memory.h): a fresh shared page cost six times a fresh private one
+// here, so a call's copies into fresh files took 5x as long as into kept ones. At most
+// this much per process, nor more than 1/kHostBytesKeptRamShare of RAM; unlike kept
+// host buffers the kernel cannot take these pages back, so the bound is smaller.
+inline constexpr int64_t kSharedFilesKeptMax = int64_t{1} << 30;
 // Freed heap goes back to the system (common/heap_trim.h) once a process has been idle
 // this long after letting go of something, at most this often (a trim holds malloc's
 // locks for up to a few hundred ms on a large, fragmented heap), and on a worker only

@@ -1,8 +1,6 @@
 #include "worker/colocated_calls.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,16 +10,15 @@
 #include <filesystem>
 #include <vector>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/files.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/shared_memory.h"
 #include "common/status_macros.h"
 #include "common/wire_numbers.h"
 #include "pjrt/dtype.h"
@@ -37,34 +34,13 @@ std::string WorldKey(const ColocatedCallRequest& request) {
   return key;
 }
 
-// The buffer's host copy, straight into a new private file (one copy: device to the
-// file's pages).
-absl::Status WriteShardFile(const std::string& path, const pjrt::Buffer& buffer) {
-  const int64_t size = buffer.host_size_bytes();
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
-  }
-  absl::Cleanup closed = [fd] { close(fd); };
-  if (size == 0) return absl::OkStatus();
-  if (ftruncate(fd, size) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot size ", path, " to ", size, " bytes: ", std::strerror(errno)));
-  }
-  void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) {
-    return absl::UnavailableError(absl::StrCat("cannot map ", path, ": ", std::strerror(errno)));
-  }
-  absl::Status copied = buffer.ToHost(absl::MakeSpan(static_cast<char*>(mapped), size));
-  munmap(mapped, size);
-  return copied;
-}
-
 absl::StatusOr<int64_t> Elements(const google::protobuf::RepeatedField<int64_t>& dims) {
   return CheckedElements(absl::MakeConstSpan(dims.data(), dims.size()), "colocated array");
 }
 
 constexpr char kDirectoryPrefix[] = "switchyard-sidecar-";
+// The sidecar.proto protocol this worker speaks (SidecarReply.protocol).
+constexpr int kSidecarProtocol = 2;
 
 // A new private directory (0700) in `shm_directory`, named by this process and at
 // random: the name says nothing of the session. With `tmp` inside, for TMPDIR.
@@ -182,6 +158,13 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
     return absl::Status(static_cast<absl::StatusCode>(reply->code()),
                         absl::StrCat("the sidecar could not start: ", reply->message()));
   }
+  if (reply->protocol() < kSidecarProtocol) {
+    sidecar.pid = 0;
+    return absl::FailedPreconditionError(
+        absl::StrCat("the sidecar (", options_.python, " -m switchyard.sidecar) speaks protocol ",
+                     reply->protocol(), "; this worker needs ", kSidecarProtocol,
+                     ": install the worker's release of the switchyard package there"));
+  }
   SY_LOG(Info) << "colocated Python " << sidecar.label << " started (pid " << process->pid()
                << ", Python " << reply->python_version() << ", jax " << reply->jax_version()
                << ", process " << request.host() << " of " << request.hosts_size()
@@ -193,16 +176,13 @@ absl::Status ColocatedCalls::EnsureStarted(Sidecar& sidecar, const ColocatedCall
 
 absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& request,
                                   uint64_t owner, const std::function<bool()>& cancelled) {
-  const std::string prefix = absl::StrCat(sidecar.directory, "/call-", ++sidecar.calls, "-");
-  std::vector<std::string> files;  // removed however the call ends
-  absl::Cleanup remove = [&files] {
-    for (const std::string& file : files) unlink(file.c_str());
-  };
   SidecarRequest message;
   SidecarCall* run = message.mutable_run();
   run->set_name(request.name());
   run->set_program(request.program());
-  run->set_directory(sidecar.directory);
+  // The inputs' bytes go into one sealed memory file, each shard on its own pages.
+  std::vector<std::pair<std::shared_ptr<const StoredBuffer>, const SidecarShard*>> to_copy;
+  int64_t input_end = 0;
   for (int a = 0; a < request.inputs_size(); ++a) {
     SidecarArray* array = run->add_inputs();
     for (int k = 0; k < request.inputs(a).shards_size(); ++k) {
@@ -222,27 +202,60 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
         continue;
       }
       const pjrt::Buffer& buffer = *(*stored)->buffer;
-      const std::string path = absl::StrCat(prefix, "i", a, "-", k);
-      files.push_back(path);
-      SY_RETURN_IF_ERROR(WriteShardFile(path, buffer));
       out->set_dtype(static_cast<DType>(buffer.dtype()));
       out->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-      out->set_path(path);
+      out->set_offset(SharedMemoryFile::PartStart(input_end));
+      out->set_bytes(buffer.host_size_bytes());
+      input_end = out->offset() + out->bytes();
+      to_copy.emplace_back(*std::move(stored), out);
     }
   }
+  std::vector<int> pass_fds;
+  std::shared_ptr<SharedMemoryFile> inputs;
+  if (input_end > 0) {
+    SY_ASSIGN_OR_RETURN(inputs, sidecar.files.Take(SharedMemoryFile::PartStart(input_end)));
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> mapped, inputs->MapPart(0, input_end));
+    for (const auto& [stored, shard] : to_copy) {
+      SY_RETURN_IF_ERROR(
+          stored->buffer->ToHost(absl::MakeSpan(mapped->data() + shard->offset(), shard->bytes())));
+    }
+    run->set_inputs_file(true);
+    pass_fds.push_back(inputs->fd());
+  }
+  // The outputs' bytes go into one sealed memory file, each shard on its own pages, and
+  // become the device buffers where they are (mapped, not read).
+  int64_t output_end = 0;
   for (int o = 0; o < request.outputs_size(); ++o) {
     SidecarArray* array = run->add_outputs();
     for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
       const ColocatedShard& shard = request.outputs(o).shards(k);
-      SY_RETURN_IF_ERROR(Elements(shard.dims()).status());
+      SY_ASSIGN_OR_RETURN(int64_t elements, Elements(shard.dims()));
       SidecarShard* out = array->add_shards();
       out->set_device_id(shard.device_id());
       out->set_dtype(shard.dtype());
       *out->mutable_dims() = shard.dims();
       if (shard.dtype() == STRING) continue;
-      out->set_path(absl::StrCat(prefix, "o", o, "-", k));
-      files.push_back(out->path());
+      const int64_t bytes = pjrt::HostByteSize(static_cast<pjrt::DType>(shard.dtype()), elements);
+      // One array's bound for them all keeps the sum inside int64.
+      if (output_end + bytes > limits::kHostRegionBytesMax) {
+        return absl::InvalidArgumentError(absl::StrCat("output ", o,
+                                                       ": the outputs of one call take more than ",
+                                                       limits::kHostRegionBytesMax, " bytes"));
+      }
+      out->set_offset(SharedMemoryFile::PartStart(output_end));
+      out->set_bytes(bytes);
+      output_end = out->offset() + bytes;
     }
+  }
+  // Claimed before the sidecar fills them, for as long as the buffers are being made.
+  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(output_end, [] {
+    return std::string("the outputs of a colocated call");
+  }));
+  std::shared_ptr<SharedMemoryFile> outputs;
+  if (output_end > 0) {
+    SY_ASSIGN_OR_RETURN(outputs, sidecar.files.Take(SharedMemoryFile::PartStart(output_end)));
+    run->set_outputs_file(true);
+    pass_fds.push_back(outputs->fd());
   }
   {
     absl::MutexLock lock(&mutex_);
@@ -251,7 +264,8 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   const absl::Time deadline = request.timeout_ms() > 0
                                   ? absl::Now() + absl::Milliseconds(request.timeout_ms())
                                   : absl::InfiniteFuture();  // bounded by the session's end
-  absl::StatusOr<SidecarReply> reply = sidecar.process->Call(message, deadline, cancelled);
+  absl::StatusOr<SidecarReply> reply =
+      sidecar.process->Call(message, deadline, cancelled, pass_fds);
   if (!reply.ok()) {
     sidecar.pid = 0;
     return absl::Status(reply.status().code(),
@@ -289,13 +303,14 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
       const auto dtype = static_cast<pjrt::DType>(want.dtype());
       SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(want.device_id()));
       const int64_t bytes = pjrt::HostByteSize(dtype, elements);
-      SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(bytes, [&] {
-        return absl::StrCat("output ", o, " of a colocated call");
-      }));
-      SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBytes> data, HostBytes::Allocate(bytes));
-      // The path is the one this worker chose, whatever the reply says.
-      SY_RETURN_IF_ERROR(ReadFileInto(run->outputs(o).shards(k).path(),
-                                      absl::MakeSpan(data->data(), data->size())));
+      // Where this worker put it, whatever the reply says.
+      const SidecarShard& part = run->outputs(o).shards(k);
+      std::shared_ptr<HostBytes> data;
+      if (bytes == 0) {
+        SY_ASSIGN_OR_RETURN(data, HostBytes::Allocate(0));
+      } else {
+        SY_ASSIGN_OR_RETURN(data, outputs->MapPart(part.offset(), bytes));
+      }
       SY_ASSIGN_OR_RETURN(auto buffer,
                           client_->BufferFromOwnedHost(std::move(data), dtype, dims, ordinal));
       SY_RETURN_IF_ERROR(

@@ -2,8 +2,11 @@
 
 // Colocated Python (jax.experimental.colocated_python) on this host: each session gets
 // its own sidecar process, started at its first call and restarted after a crash. A
-// call hands the sidecar this worker's input shards through files in a shared-memory
-// directory, and makes the output buffers from the files it writes back.
+// call's arrays pass in two sealed shared-memory files handed to the sidecar with the
+// call (common/shared_memory.h): the worker copies the input shards into one, the
+// sidecar copies them out and its outputs into the other, whose pages become the
+// device buffers where the plugin uses host memory in place (CPU). The files are kept
+// for the same sidecar's next calls, so their pages are there already.
 // Thread-safe; calls of one session run one at a time.
 
 #include <sys/types.h>
@@ -19,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/shared_memory.h"
 #include "pjrt/client.h"
 #include "switchyard/worker.pb.h"
 #include "worker/buffer_store.h"
@@ -73,7 +77,8 @@ class ColocatedCalls {
     std::string label ABSL_GUARDED_BY(mutex);  // "sidecar-<n>", for logs and ps
     // Its private directory in the shared-memory directory; empty until first started.
     std::string directory ABSL_GUARDED_BY(mutex);
-    int64_t calls ABSL_GUARDED_BY(mutex) = 0;
+    // Its calls' array files, kept for its next calls (never another sidecar's).
+    SharedMemoryPool files{"switchyard-colocated"};
     // The running process, for stopping it while a call holds `mutex`; 0: none.
     std::atomic<pid_t> pid{0};
     uint64_t owner = 0;

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
@@ -51,6 +53,12 @@ absl::StatusOr<std::unique_ptr<SidecarProcess>> SidecarProcess::Spawn(
     env.push_back(*entry);
   }
   if (!directory.empty()) env.push_back(absl::StrCat("TMPDIR=", directory, "/tmp"));
+  // NumPy asks for huge pages for large arrays; where they cost more than they save
+  // (common/huge_pages.h), the sidecar's arrays, like this worker's buffers, do without:
+  // a call's input copies into fresh huge pages took three times the copy itself.
+  if (!HostHugePages().use && std::getenv("NUMPY_MADVISE_HUGEPAGE") == nullptr) {
+    env.push_back("NUMPY_MADVISE_HUGEPAGE=0");
+  }
 
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
@@ -176,11 +184,27 @@ absl::Status SidecarProcess::WaitFor(short events, absl::Time deadline,
 }
 
 absl::Status SidecarProcess::Send(const std::string& bytes, absl::Time deadline,
-                                  const std::function<bool()>& cancelled) {
+                                  const std::function<bool()>& cancelled,
+                                  absl::Span<const int> pass_fds) {
   size_t sent = 0;
   while (sent < bytes.size()) {
     SY_RETURN_IF_ERROR(WaitFor(POLLOUT, deadline, cancelled));
-    const ssize_t n = send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    iovec data{const_cast<char*>(bytes.data() + sent), bytes.size() - sent};
+    msghdr message{};
+    message.msg_iov = &data;
+    message.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kPassFdsMax)];
+    if (sent == 0 && !pass_fds.empty()) {  // with the first byte: the receiver reads it first
+      const size_t fds_bytes = sizeof(int) * pass_fds.size();
+      message.msg_control = control;
+      message.msg_controllen = CMSG_SPACE(fds_bytes);
+      cmsghdr* header = CMSG_FIRSTHDR(&message);
+      header->cmsg_level = SOL_SOCKET;
+      header->cmsg_type = SCM_RIGHTS;
+      header->cmsg_len = CMSG_LEN(fds_bytes);
+      std::memcpy(CMSG_DATA(header), pass_fds.data(), fds_bytes);
+    }
+    const ssize_t n = sendmsg(fd_, &message, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
       return absl::UnavailableError(absl::StrCat("write to the sidecar: ", std::strerror(errno)));
@@ -208,8 +232,12 @@ absl::Status SidecarProcess::Receive(char* out, size_t size, absl::Time deadline
 
 absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
                                                   absl::Time deadline,
-                                                  const std::function<bool()>& cancelled) {
+                                                  const std::function<bool()>& cancelled,
+                                                  absl::Span<const int> pass_fds) {
   if (pid_ <= 0) return absl::UnavailableError("the sidecar has stopped");
+  if (pass_fds.size() > kPassFdsMax) {
+    return absl::InvalidArgumentError(absl::StrCat(pass_fds.size(), " descriptors for a call"));
+  }
   std::string message;
   request.SerializeToString(&message);
   if (message.size() > static_cast<size_t>(limits::kSidecarMessageBytesMax)) {
@@ -221,7 +249,7 @@ absl::StatusOr<SidecarReply> SidecarProcess::Call(const SidecarRequest& request,
   std::string framed(4, '\0');
   for (int i = 0; i < 4; ++i) framed[i] = static_cast<char>((size >> (8 * i)) & 0xff);
   framed += message;
-  absl::Status sent = Send(framed, deadline, cancelled);
+  absl::Status sent = Send(framed, deadline, cancelled, pass_fds);
   if (!sent.ok()) return Broken(sent);
   unsigned char header[4];
   absl::Status received = Receive(reinterpret_cast<char*>(header), 4, deadline, cancelled);

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "switchyard/sidecar.pb.h"
 #include "worker/sidecar_sandbox.h"
 
@@ -38,9 +39,12 @@ class SidecarProcess {
   // (`alive()` turns false) and the error says how it ended: UNAVAILABLE for an exit
   // or a crash, DEADLINE_EXCEEDED for a deadline. `cancelled` (may be null) is asked
   // every 200 ms while waiting: once it says true (the caller has gone), the process is
-  // stopped too and the answer is CANCELLED.
+  // stopped too and the answer is CANCELLED. `pass_fds` (at most kPassFdsMax) go with
+  // the request (SCM_RIGHTS): the sidecar gets its own copies of the descriptors.
+  static constexpr int kPassFdsMax = 4;
   absl::StatusOr<SidecarReply> Call(const SidecarRequest& request, absl::Time deadline,
-                                    const std::function<bool()>& cancelled = nullptr);
+                                    const std::function<bool()>& cancelled = nullptr,
+                                    absl::Span<const int> pass_fds = {});
 
   bool alive() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
@@ -51,7 +55,7 @@ class SidecarProcess {
   // "exited with status 1", "was killed by signal 11 (Segmentation fault)".
   std::string HowItEnded(int status) const;
   absl::Status Send(const std::string& bytes, absl::Time deadline,
-                    const std::function<bool()>& cancelled);
+                    const std::function<bool()>& cancelled, absl::Span<const int> pass_fds);
   absl::Status Receive(char* out, size_t size, absl::Time deadline,
                        const std::function<bool()>& cancelled);
   // Waits until `fd_` is ready for `events`: OK, or the deadline's or cancellation's

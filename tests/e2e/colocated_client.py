@@ -6,8 +6,10 @@ Runs functions in the workers' sidecars and checks what comes back against plain
 JAX on the client's CPU: functions with discovered and with declared output specs,
 arrays over both hosts (each host sees its own shards, as process i of 2), a stateful
 colocated class, an exception (its traceback reaches the client), a crash of the sidecar
-(the call fails, the next works), a call without inputs, string arrays, and a colocated
-checkpoint writer (each host writes its shards to DIR). Prints PASS <check> per check.
+(the call fails, the next works), a call without inputs, string arrays, a colocated
+checkpoint writer (each host writes its shards to DIR), arrays of odd sizes and dtypes
+through one call, an input a function keeps across calls (the files arrays travel in
+are reused), and a function that tries to resize those files. Prints PASS <check> per check.
 The environment gives JAX_BACKEND_TARGET.
 """
 
@@ -20,7 +22,8 @@ import numpy as np
 
 CHECKS = ["runs_in_the_sidecar", "discovered_specs", "hosts_see_their_shards",
           "declared_specs", "stateful_class", "exception_traceback", "crash_then_next_call",
-          "zero_inputs", "strings", "checkpoint_writer"]
+          "zero_inputs", "strings", "checkpoint_writer", "odd_arrays_exact",
+          "kept_inputs_stay", "files_cannot_be_resized"]
 
 
 def main():
@@ -198,6 +201,74 @@ def main():
     restored = np.concatenate([np.load(f) for f in files])
     np.testing.assert_array_equal(restored, np.asarray(state))
     print("PASS checkpoint_writer", flush=True)
+
+    import ml_dtypes
+    odd = (np.arange(7, dtype=np.float32).astype(ml_dtypes.bfloat16),
+           np.array([True, False, True]), np.zeros((0, 3), np.int8),
+           np.array(-5, np.int16), (np.arange(4097) % 251).astype(np.uint8),
+           np.arange(3, dtype=np.complex64) * (1 + 2j))
+
+    @cp.colocated_python
+    def echo(*xs):
+        return xs
+
+    echo = echo.specialize(out_specs_fn=lambda *xs: xs)
+    back = echo(*[jax.device_put(a, cpu[3]) for a in odd])
+    for sent, got in zip(odd, back):
+        got = np.asarray(got)
+        assert got.dtype == sent.dtype and got.shape == sent.shape, (sent, got)
+        assert got.tobytes() == sent.tobytes(), (sent, got)
+    print("PASS odd_arrays_exact", flush=True)
+
+    @cp.colocated_python_class
+    class Keeper:
+        def __init__(self):
+            self.first = None
+
+        def keep(self, x):
+            import jax
+            import numpy as np
+            if self.first is None:
+                self.first = x
+            return jax.device_put(np.asarray(self.first.addressable_shards[0].data), x.sharding)
+
+    keeper = Keeper()
+    size = (1 << 20) + 3  # past a page, as the arrays of the calls around it
+    keep = keeper.keep.specialize(out_specs_fn=lambda x: x)
+    first = np.full(size, 1, np.float32)
+    np.testing.assert_array_equal(np.asarray(keep(jax.device_put(first, cpu[0]))), first)
+    for value in (2, 3):
+        kept = keep(jax.device_put(np.full(size, value, np.float32), cpu[0]))
+        np.testing.assert_array_equal(np.asarray(kept), first)
+    print("PASS kept_inputs_stay", flush=True)
+
+    @cp.colocated_python
+    def resize(x):
+        import errno
+        import os
+        import jax
+        import numpy as np
+        tried = refused = 0
+        for name in os.listdir("/proc/self/fd"):
+            try:
+                if not os.readlink(f"/proc/self/fd/{name}").startswith("/memfd:switchyard"):
+                    continue
+            except OSError:
+                continue
+            for size in (0, os.fstat(int(name)).st_size * 2):
+                tried += 1
+                try:
+                    os.ftruncate(int(name), size)
+                except OSError as e:
+                    refused += e.errno == errno.EPERM
+        return jax.device_put(np.array([tried, refused], np.int32), x.sharding)
+
+    resize = resize.specialize(out_specs_fn=lambda x: jax.ShapeDtypeStruct(
+        (2,), np.int32, sharding=x.sharding))
+    tried, refused = np.asarray(resize(jax.device_put(np.ones(1 << 16, np.float32), cpu[0])))
+    assert tried >= 4 and refused == tried, (tried, refused)  # the inputs' and outputs' files
+    assert int(add_one(one)) == 42  # and the worker is none the worse
+    print("PASS files_cannot_be_resized", flush=True)
     return 0
 
 
