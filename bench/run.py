@@ -874,9 +874,10 @@ def render_colocated(r):
                      f"{x['steps'] / x['seconds']:.1f} |")
     lines += ["", "## Array hand-off between a worker and its sidecar\n",
               "An identity colocated function on one array on one device (declared output "
-              "specs): the worker writes the shard to the shared-memory directory, the sidecar "
-              "makes a JAX array of it and writes the result back, the worker makes the device "
-              "buffer. Against numpy copying the same bytes once (memcpy) in the client.\n",
+              "specs): the worker copies the shard into a shared-memory file, the sidecar "
+              "copies it into a JAX array and the result into another file, whose pages become "
+              "the device buffer. Against numpy copying the same bytes once (memcpy) in the "
+              "client.\n",
               "| array | call s | MB/s | memcpy MB/s | ratio |", "|---|---|---|---|---|"]
     for x in c["handoff"]:
         mb = x["bytes"] / 1e6

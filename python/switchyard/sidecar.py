@@ -32,6 +32,9 @@ _OK, _UNKNOWN, _FAILED_PRECONDITION = 0, 2, 9
 # Unpickled programs a sidecar keeps (each a function and its specs; a colocated class's
 # object lives while its methods' programs do).
 _PROGRAMS_KEPT = 4096
+# Array files the worker passed that stay mapped here for its next calls.
+_FILES_MAPPED = 8
+_FILES_MAPPED_BYTES = 1 << 30
 
 
 # The sidecar.proto protocol this sidecar speaks (SidecarReply.protocol): 2 takes a
@@ -206,6 +209,7 @@ class Runner:
     self.world = world
     self.np = np
     self.programs = {}  # digest of the pickle -> unpickled, least recently used first
+    self.mapped = {}  # (st_dev, st_ino) of a passed file -> its mapping, least recently used first
     self.dtypes = _numpy_dtypes()
 
   def _load(self, shard, inputs):
@@ -231,24 +235,38 @@ class Runner:
 
   def run(self, call: sidecar_pb2.SidecarCall, fds: list[int]) -> sidecar_pb2.SidecarReply:
     """Runs the call on the files passed with it (sidecar.proto: inputs, then outputs)."""
-    import mmap
-
     wanted = int(call.inputs_file) + int(call.outputs_file)
     if len(fds) != wanted:
       raise RuntimeError(f"{len(fds)} files came with the call; it names {wanted}")
-    # Populated in one go: a page fault per page cost more than the copy through them.
-    maps = [mmap.mmap(fd, os.fstat(fd).st_size,
-                      flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)) for fd in fds]
-    try:
-      inputs = maps[0] if call.inputs_file else None
-      outputs = maps[-1] if call.outputs_file else None
-      return self._run(call, inputs, outputs)
-    finally:
-      for mapped in maps:
-        try:
-          mapped.close()
-        except BufferError:  # an error's traceback holds a view: closed when collected
-          pass
+    maps = [self._map(fd) for fd in fds]
+    inputs = maps[0] if call.inputs_file else None
+    outputs = maps[-1] if call.outputs_file else None
+    return self._run(call, inputs, outputs)
+
+  def _map(self, fd: int):
+    """The file's mapping: the worker passes the same few files again and again, and
+    mapping one costs about as much as the copy through it."""
+    import mmap
+
+    st = os.fstat(fd)
+    key = (st.st_dev, st.st_ino)
+    mapped = self.mapped.pop(key, None)
+    if mapped is None or len(mapped) != st.st_size:
+      # Populated in one go: a page fault per page cost more than the copy through them.
+      mapped = mmap.mmap(fd, st.st_size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    self.mapped[key] = mapped
+    # A file the worker has let go stays while mapped here: a few, least recently used.
+    while (len(self.mapped) > _FILES_MAPPED
+           or sum(len(m) for m in self.mapped.values()) > _FILES_MAPPED_BYTES):
+      oldest = self.mapped.pop(next(iter(self.mapped)))
+      if oldest is mapped:
+        self.mapped[key] = mapped
+        break
+      try:
+        oldest.close()
+      except BufferError:  # an error's traceback holds a view: closed when collected
+        pass
+    return mapped
 
   def _run(self, call: sidecar_pb2.SidecarCall, inputs, outputs) -> sidecar_pb2.SidecarReply:
     import jax

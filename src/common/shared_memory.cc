@@ -68,7 +68,11 @@ absl::StatusOr<std::shared_ptr<SharedMemoryFile>> SharedMemoryFile::Create(const
   return std::shared_ptr<SharedMemoryFile>(std::move(*file));
 }
 
-SharedMemoryFile::~SharedMemoryFile() { close(fd_); }
+SharedMemoryFile::~SharedMemoryFile() {
+  absl::MutexLock lock(&mapping_mutex_);
+  if (mapping_ != nullptr) munmap(mapping_, size_);
+  close(fd_);
+}
 
 absl::StatusOr<std::unique_ptr<HostBytes>> SharedMemoryFile::MapPart(int64_t offset, int64_t size) {
   if (offset < 0 || size < 0 || offset % PageSize() != 0 || offset > size_ ||
@@ -77,22 +81,28 @@ absl::StatusOr<std::unique_ptr<HostBytes>> SharedMemoryFile::MapPart(int64_t off
                                                    " of a shared file of ", size_, " bytes"));
   }
   if (size == 0) return HostBytes::Allocate(0);
-  const size_t length = PartStart(size);
-  // Populated: mapping the pages in one go cost a seventh of a fault per page.
-  void* mapped =
-      mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, offset);
-  if (mapped == MAP_FAILED) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot map ", size, " bytes of a shared file: ", std::strerror(errno)));
+  char* base;
+  {
+    absl::MutexLock lock(&mapping_mutex_);
+    if (mapping_ == nullptr) {
+      // Populated: mapping the pages in one go cost a seventh of a fault per page.
+      void* mapped =
+          mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_, 0);
+      if (mapped == MAP_FAILED) {
+        return absl::UnavailableError(
+            absl::StrCat("cannot map a shared file of ", size_, " bytes: ", std::strerror(errno)));
+      }
+      mapping_ = static_cast<char*>(mapped);
+    }
+    base = mapping_;
   }
   parts_.fetch_add(1);
-  return HostBytes::Adopt(
-      static_cast<char*>(mapped), size, [file = shared_from_this(), mapped, offset, length]() {
-        munmap(mapped, length);
-        if (file->parts_.fetch_sub(1) > 1) {
-          (void)fallocate(file->fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset, length);
-        }
-      });
+  return HostBytes::Adopt(base + offset, size, [file = shared_from_this(), offset, size]() {
+    if (file->parts_.fetch_sub(1) > 1) {
+      (void)fallocate(file->fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, offset,
+                      PartStart(size));
+    }
+  });
 }
 
 SharedMemoryPool::~SharedMemoryPool() {

@@ -39,13 +39,15 @@ class SharedMemoryFile : public std::enable_shared_from_this<SharedMemoryFile> {
   int fd() const { return fd_; }
   int64_t size() const { return size_; }
 
-  // Maps `size` bytes at `offset` (a PartStart; within the file) as a buffer, read and
-  // write, its pages mapped in at once; the buffer keeps the file. A part freed while
-  // other parts of the file live gives its pages back (a small output must not pin a
-  // large one's memory); the last keeps them for the file's next use. INVALID_ARGUMENT
-  // for a part out of the file or off a page boundary; UNAVAILABLE when it cannot be
-  // mapped.
-  absl::StatusOr<std::unique_ptr<HostBytes>> MapPart(int64_t offset, int64_t size);
+  // `size` bytes at `offset` (a PartStart; within the file) as a buffer, read and
+  // write; the buffer keeps the file. The file is mapped whole at its first part, its
+  // pages in at once, and stays mapped while it lives (a kept file's next use maps
+  // nothing). A part freed while other parts of the file live gives its pages back (a
+  // small output must not pin a large one's memory); the last keeps them for the file's
+  // next use. INVALID_ARGUMENT for a part out of the file or off a page boundary;
+  // UNAVAILABLE when the file cannot be mapped.
+  absl::StatusOr<std::unique_ptr<HostBytes>> MapPart(int64_t offset, int64_t size)
+      ABSL_LOCKS_EXCLUDED(mapping_mutex_);
 
  private:
   friend class SharedMemoryPool;
@@ -54,7 +56,9 @@ class SharedMemoryFile : public std::enable_shared_from_this<SharedMemoryFile> {
                                                                        int64_t size);
   const int fd_;
   const int64_t size_;
-  std::atomic<int> parts_{0};  // mapped parts alive
+  std::atomic<int> parts_{0};  // parts alive
+  absl::Mutex mapping_mutex_;
+  char* mapping_ ABSL_GUARDED_BY(mapping_mutex_) = nullptr;  // the whole file, once mapped
 };
 
 class SharedMemoryPool {
