@@ -19,6 +19,7 @@
 #include "common/grpc_server.h"
 #include "common/heap_trim.h"
 #include "common/host_bytes.h"
+#include "common/shared_memory.h"
 #include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -358,7 +359,10 @@ class WorkerServerImpl final : public WorkerServer {
              static_cast<double>(BytesCopied()))
         .Add("switchyard_worker_host_bytes_kept", "gauge",
              "Memory of freed large host buffers kept for reuse (the kernel may reclaim it).",
-             static_cast<int64_t>(HostBytes::KeptBytes()));
+             static_cast<int64_t>(HostBytes::KeptBytes()))
+        .Add("switchyard_worker_sidecar_files_kept", "gauge",
+             "Memory of colocated calls' shared files kept for their sidecars' next calls.",
+             SharedMemoryPool::KeptBytesInProcess());
     WorkerStats stats;
     executor_->AddStats(&stats);
     for (const auto& [tenant, seconds] : stats.device_seconds()) {
