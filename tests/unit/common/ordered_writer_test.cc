@@ -88,7 +88,10 @@ TEST(OrderedWriterTest, CloseWaitsForAClaimThatHasNotWrittenYet) {
   ASSERT_TRUE(writer->Post("a", &claimed));
   ASSERT_TRUE(claimed);
   std::thread closer([writer] { writer->Close(); });
-  absl::SleepFor(absl::Milliseconds(50));
+  // Close has begun once the writer refuses messages (it drops those queued before).
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (writer->Post("early") && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_FALSE(writer->Post("late"));
   writer->WriteClaimed(4);  // finds the writer closed: writes nothing, lets Close return
   closer.join();
   absl::MutexLock lock(&sink.mutex);
