@@ -38,7 +38,7 @@ _FILES_MAPPED_BYTES = 1 << 30
 
 
 # The sidecar.proto protocol this sidecar speaks (SidecarReply.protocol): 2 takes a
-# call's outputs in a memory file passed with the request.
+# call's arrays in memory files passed with the request.
 _PROTOCOL = 2
 
 
