@@ -1,7 +1,6 @@
 #include "proxy/large_transfer.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,19 +58,28 @@ LargeTransferFile::~LargeTransferFile() {
 }
 
 absl::Status LargeTransferFile::ReadInto(HostBuffer& buffer) {
+  // Read, not mapped: the client may still hold the file and cut it short, and a
+  // mapping read past the new end kills the proxy (SIGBUS); a read just ends early.
+  // One copy either way, from the page cache straight into the buffer's space.
   absl::Status status;
-  if (size_ > 0) {
-    // Mapped, not read: one copy, from the page cache straight into the buffer.
-    void* mapped = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
-    if (mapped == MAP_FAILED) {
-      status = absl::InternalError(absl::StrCat("mmap ", path_, ": ", std::strerror(errno)));
+  const absl::Span<char> space = buffer.Space();
+  if (static_cast<int64_t>(space.size()) != size_) {
+    status = absl::InternalError("a large transfer's host buffer has no space of its size");
+  }
+  int64_t done = 0;
+  while (status.ok() && done < size_) {
+    const ssize_t n =
+        pread(fd_, space.data() + done,
+              static_cast<size_t>(std::min<int64_t>(kPieceBytes, size_ - done)), done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      status = absl::InternalError(absl::StrCat("read ", path_, ": ", std::strerror(errno)));
+    } else if (n == 0) {
+      status = absl::DataLossError(absl::StrCat(path_, " ended at ", done, " of ", size_,
+                                                " bytes: the client changed it while it was read"));
     } else {
-      const char* bytes = static_cast<const char*>(mapped);
-      for (int64_t offset = 0; status.ok() && offset < size_; offset += kPieceBytes) {
-        const int64_t n = std::min<int64_t>(kPieceBytes, size_ - offset);
-        status = buffer.Append({bytes + offset, static_cast<size_t>(n)});
-      }
-      munmap(mapped, size_);
+      done += n;
+      status = buffer.Arrived(done);
     }
   }
   buffer.Finish(status);

@@ -1,5 +1,6 @@
 #include "proxy/large_transfer.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -50,6 +51,26 @@ TEST_F(LargeTransferTest, AFileBecomesTheHostBufferAndIsRemoved) {
   absl::StatusOr<absl::string_view> got = buffer.WaitAll(absl::Now());
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_TRUE(*got == data);
+}
+
+TEST_F(LargeTransferTest, AFileCutShortWhileReadFailsTheBufferAndNotTheProxy) {
+  // The client keeps its own descriptor and truncates the file after the proxy checked
+  // its size: a mapping would fault (SIGBUS) past the new end.
+  const std::string data(10 << 20, 'x');
+  const std::string path = Write(8, data);
+  const int client = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(client, 0);
+  absl::StatusOr<LargeTransferFile> file = LargeTransferFile::Open(path, data.size());
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(ftruncate(client, 3 << 20), 0);
+  close(client);
+  auto space = HostBytes::Allocate(data.size());
+  ASSERT_TRUE(space.ok());
+  HostBuffer buffer(*std::move(space));
+  absl::Status read = file->ReadInto(buffer);
+  EXPECT_EQ(read.code(), absl::StatusCode::kDataLoss) << read;
+  EXPECT_NE(read.message().find("changed"), std::string::npos) << read;
+  EXPECT_EQ(buffer.WaitAll(absl::Now()).status().code(), absl::StatusCode::kDataLoss);
 }
 
 TEST_F(LargeTransferTest, AMissingFileSaysWhereTheClientMustBe) {
