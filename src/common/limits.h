@@ -85,6 +85,12 @@ inline constexpr int64_t kLaunchWindow = 32;
 // it its own request thread waits. Twice a worker's window keeps a lone session's devices
 // fed; a session that floods puts at most this many launches ahead of another's call.
 inline constexpr int64_t kSessionLaunchesInFlightMax = 4 * kLaunchWindow;
+// A multi-host launch waits at most this long on a worker for its proxy's previous one
+// to start there (worker/gang_order.h). That one is on its way in another session's
+// stream, behind that session's own launches (up to kSessionLaunchesInFlightMax of
+// them, each as long as a program takes), so the bound is generous; a stream that ends
+// stops the wait at once.
+inline constexpr int64_t kGangTurnMs = 10 * 60 * 1000;
 // A request naming a client's host buffer waits this long for its upload to begin (the
 // client starts the upload before it sends the request, so it is there within moments
 // unless it never comes): past it, NOT_FOUND, and the session goes on to its next request.

@@ -34,7 +34,7 @@ class RemoteBuffer {
     buffer->lost_ = std::move(lost);
     return buffer;
   }
-  ~RemoteBuffer() { worker_->DeleteLater(id_, made_.epoch); }
+  ~RemoteBuffer() { worker_->DeleteLater(id_, made_); }
   RemoteBuffer(const RemoteBuffer&) = delete;
   RemoteBuffer& operator=(const RemoteBuffer&) = delete;
 

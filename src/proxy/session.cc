@@ -96,7 +96,7 @@ Executable::~Executable() {
     if (!part.worker->CheckEpoch(part.epoch).ok()) continue;
     DispatchRequest op;
     op.mutable_delete_executables()->add_executable_ids(part.worker_id);
-    (void)part.worker->Send(std::move(op));
+    (void)part.worker->Send(lane, std::move(op));
   }
 }
 
@@ -139,11 +139,12 @@ Session::~Session() {
   }
   executables.clear();
   for (WorkerConnection* worker : workers_) {
-    absl::Status flushed = worker->Flush(kEndFlushTimeout);
+    absl::Status flushed = worker->Flush(id_, kEndFlushTimeout);
     if (absl::IsDeadlineExceeded(flushed)) {
       SY_LOG(Warning) << "session " << policy_.label << ": " << flushed.message()
                       << "; its lease on the worker frees the rest";
     }
+    worker->CloseLane(id_, kEndFlushTimeout);
   }
 }
 

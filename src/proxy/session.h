@@ -91,6 +91,8 @@ struct Executable {
   std::shared_ptr<const PluginRequest> plugin;
   // A colocated Python function: run by the workers' sidecars; `parts` is empty.
   std::shared_ptr<const ColocatedProgram> colocated;
+  // The lane its launches and its deletion go on (WorkerConnection): its session's.
+  uint64_t lane = 0;
 
   ~Executable();
 };

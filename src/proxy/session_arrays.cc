@@ -102,7 +102,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
       SY_ASSIGN_OR_RETURN(uint64_t epoch,
                           PutBuffer(worker, id, device, dtype, shape, std::string(all), ""));
       array->shards[i] =
-          std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
+          std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
     }
     array->sharding = std::move(sharding);
     return array;
@@ -150,7 +150,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
                                     memory_kind, PutPlane{policy_.upload_plane, shard}));
     }
     array->shards[i] =
-        std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
+        std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
   }
   array->sharding = std::move(sharding);
   return array;
@@ -251,7 +251,7 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   *op.mutable_assemble() = std::move(request);
   // A local source must still be there: the copy goes out in the epoch it was made in.
   absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
-      std::move(op),
+      id_, std::move(op),
       [worker, from](absl::Status status) { LogTransferFailure("transfer to", worker, status); },
       from->worker() == worker ? from->made().epoch : 0);
   if (!ticket.ok()) return RemoteBuffer::Lost(worker, to_device, ticket.status());
@@ -368,7 +368,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
                                                       sharding.memory_kind.value_or(""), plane));
         array->shards[index] =
-            std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch});
+            std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
       }
     }
     array->sharding = std::move(sharding);
@@ -592,7 +592,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
     DispatchRequest op;
     *op.mutable_assemble() = std::move(request);
     absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
-        std::move(op),
+        id_, std::move(op),
         [worker, sources](absl::Status status) {
           LogTransferFailure("reshard on", worker, status);
         },
@@ -787,7 +787,7 @@ absl::Status Session::CheckValueReadyLater(const wire::CheckValueReadyRequest& r
   };
   // The last worker to answer (on its stream's reader thread) answers the client.
   auto all_ready = JoinStatuses(by_worker.size() + pending.size(), answer);
-  for (const auto& [worker, ids] : by_worker) worker->AwaitThen(ids, all_ready);
+  for (const auto& [worker, ids] : by_worker) worker->AwaitThen(id_, ids, all_ready);
   for (Completion* completion : pending) {
     if (std::optional<absl::Status> settled = completion->NowOrThen(all_ready)) all_ready(*settled);
   }

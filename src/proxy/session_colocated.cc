@@ -194,7 +194,7 @@ absl::Status Session::ExecuteColocated(const Executable& executable,
   for (auto& [worker, call] : calls) {
     DispatchRequest op;
     *op.mutable_colocated_call() = std::move(call);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(std::move(op), join);
+    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join);
     if (!sent.ok()) join(sent.status());
     tickets.emplace(worker, std::move(sent));
   }

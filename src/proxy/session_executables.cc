@@ -219,6 +219,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::FinishCompile(PendingCompil
     for (std::thread& thread : threads) thread.join();
   }
   auto executable = std::make_shared<Executable>();
+  executable->lane = id_;
   executable->request = std::move(pending.compile);
   absl::Status failed;
   for (size_t w = 0; w < workers.size(); ++w) {
@@ -328,7 +329,7 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     if (!compiled.ok()) return compiled.status();
     DispatchRequest drop;  // only its metadata was wanted
     drop.mutable_delete_executables()->add_executable_ids(request.executable_id());
-    (void)stand_in->Send(std::move(drop));
+    (void)stand_in->Send(id_, std::move(drop));
     for (int64_t& id : *compiled->response.mutable_device_ids()) id = back.at(id);
     compiled->epoch = 0;  // no epoch of the down worker: compiled there when it is back
     SY_LOG(Info) << "session " << policy_.label << ": slice " << down->slice_index()
@@ -613,7 +614,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
                        std::move(settle[p])});
     }
     absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
-        WorkerConnection::SendTogether(std::move(parts), /*write_here=*/true);
+        WorkerConnection::SendTogether(id_, std::move(parts), /*write_here=*/true);
     if (sent.ok()) {
       tickets = *std::move(sent);
     } else {
@@ -621,7 +622,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
     }
   } else if (lost.ok()) {
     absl::StatusOr<WorkerConnection::Ticket> sent = executable->parts[0].worker->Send(
-        launches[0], std::move(settle[0]), executable->parts[0].epoch, /*write_here=*/true);
+        id_, launches[0], std::move(settle[0]), executable->parts[0].epoch, /*write_here=*/true);
     if (sent.ok()) {
       tickets.push_back(*sent);
     } else {

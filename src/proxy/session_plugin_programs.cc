@@ -344,7 +344,7 @@ absl::Status Session::WritePersisted(const PersistenceWrite& write,
     DispatchRequest op;
     batch.request.set_session(id_);
     *op.mutable_save_shards() = std::move(batch.request);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(std::move(op), join, batch.epoch);
+    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join, batch.epoch);
     if (!sent.ok()) join(sent.status());  // `join` is not called by Send then
   }
   return absl::OkStatus();
@@ -403,7 +403,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Array>>> Session::ReadPersisted(
     batch.set_session(id_);
     DispatchRequest op;
     *op.mutable_load_shards() = std::move(batch);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(std::move(op), join);
+    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join);
     if (!sent.ok()) join(sent.status());
     tickets.emplace(worker, std::move(sent));
   }

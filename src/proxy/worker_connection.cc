@@ -11,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/logging.h"
 #include "common/ordered_writer.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "switchyard/rm.pb.h"
 
@@ -42,20 +43,23 @@ void WorkerConnection::Close() {
   {
     absl::MutexLock lock(&mutex_);
     closing_ = true;
-    // Unblocks a write stuck on a worker that does not read, so the lock below comes.
-    if (live_context_ != nullptr) live_context_->TryCancel();
+    // Unblocks writes stuck on a worker that does not read, so the lock below comes.
+    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
   }
   std::vector<Reader> readers;
-  std::shared_ptr<Writer> writer;
+  std::vector<std::shared_ptr<Writer>> writers;
   {
     absl::MutexLock write_lock(&write_mutex_);
-    if (stream_ != nullptr) context_->TryCancel();
+    for (auto& [key, lane] : lanes_) {
+      lane.state->context->TryCancel();
+      writers.push_back(std::move(lane.writer));
+    }
+    lanes_.clear();
     readers.swap(readers_);
-    writer = std::move(writer_);
   }
-  // Its write, if any (also a sender's claimed one), fails now that the stream is
-  // cancelled; senders holding it find it closed.
-  if (writer != nullptr) writer->Close();
+  // Their writes, if any (also senders' claimed ones), fail now that the streams are
+  // cancelled; senders holding them find them closed.
+  for (const std::shared_ptr<Writer>& writer : writers) writer->Close();
   for (Reader& reader : readers) reader.thread.join();
 }
 
@@ -188,10 +192,10 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
     ++epoch_;
     down_ = closing_ ? absl::UnavailableError("the proxy is stopping")
                      : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
-    // The epoch's reader fails what waits on it (never here: callers may hold locks),
-    // once the stream is cancelled; that also unblocks a stuck write.
-    if (live_context_ != nullptr) live_context_->TryCancel();
-    live_context_ = nullptr;
+    // The epoch's readers fail what waits on it (never here: callers may hold locks),
+    // once its streams are cancelled; that also unblocks stuck writes.
+    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
+    live_lanes_.clear();
     pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
     if (closing_) return;
   }
@@ -199,19 +203,23 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
                   << " (epoch " << epoch << " ended)";
 }
 
-absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
+absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint64_t key) {
   uint64_t epoch;
+  bool lanes = false;
   std::shared_ptr<Worker::Stub> stub;
   std::string owner, boot;
   {
     absl::MutexLock lock(&mutex_);
     if (!up_) return down_;
     epoch = epoch_;
-    if (stream_epoch_ == epoch && stream_ != nullptr) return epoch;
+    lanes = view_.protocol_version >= WORKER_PROTOCOL_LANES;
     stub = stub_;
     owner = absl::StrCat(owner_);
     boot = boot_id_;
   }
+  if (!lanes) key = 0;  // the worker reads one stream: everything goes on it, in order
+  Lane& lane = lanes_[key];
+  if (lane.epoch == epoch && lane.stream != nullptr) return &lane;
   // Readers of ended streams are joined here, so they do not pile up.
   for (auto it = readers_.begin(); it != readers_.end();) {
     if (it->finished->load()) {
@@ -221,79 +229,102 @@ absl::StatusOr<uint64_t> WorkerConnection::EnsureStreamLocked() {
       ++it;
     }
   }
-  // The previous epoch's writer: its stream was cancelled when the epoch ended (and is
-  // now, to be sure), so a write still in progress fails at once.
-  if (writer_ != nullptr) {
-    writer_->Close(absl::ZeroDuration(), [context = context_] { context->TryCancel(); });
-    writer_.reset();
+  // The lane's writer of an earlier epoch: its stream was cancelled when the epoch
+  // ended (and is now, to be sure), so a write still in progress fails at once.
+  if (lane.writer != nullptr) {
+    lane.writer->Close(absl::ZeroDuration(), [state = lane.state] { state->context->TryCancel(); });
   }
-  context_ = std::make_shared<grpc::ClientContext>();
-  stream_id_ = RandomNonZero();
-  context_->AddMetadata(kOwnerMetadata, owner);
-  context_->AddMetadata(kBootMetadata, boot);
-  context_->AddMetadata(kStreamMetadata, absl::StrCat(stream_id_));
-  stream_ = std::shared_ptr<Stream>(stub->Dispatch(context_.get()));
-  stream_epoch_ = epoch;
+  auto context = std::make_shared<grpc::ClientContext>();
+  lane = Lane{};
+  lane.key = key;
+  lane.epoch = epoch;
+  lane.stream_id = RandomNonZero();
+  lane.numbers_gangs = lanes;
+  lane.state = std::make_shared<LaneState>(epoch, context);
+  context->AddMetadata(kOwnerMetadata, owner);
+  context->AddMetadata(kBootMetadata, boot);
+  context->AddMetadata(kStreamMetadata, absl::StrCat(lane.stream_id));
+  lane.stream = std::shared_ptr<Stream>(stub->Dispatch(context.get()));
   // Operations go out on a thread of the stream's own: a sender never waits on a worker
   // that is slow to read (and never holds the write lock while it does).
-  writer_ = std::make_shared<Writer>(
-      [this, stream = stream_, epoch](const DispatchRequest& op) {
-        write_epoch_.store(epoch);
-        write_started_ns_.store(absl::GetCurrentTimeNanos());
+  lane.writer = std::make_shared<Writer>(
+      [this, stream = lane.stream, state = lane.state](const DispatchRequest& op) {
+        state->write_started_ns.store(absl::GetCurrentTimeNanos());
         const bool written = stream->Write(op);
-        write_started_ns_.store(0);
-        if (!written) MarkDown(epoch, "its operation stream failed");
+        state->write_started_ns.store(0);
+        if (!written) MarkDown(state->epoch, "its operation stream failed");
         return written;
       },
       "sy-worker-out");
   {
     absl::MutexLock lock(&mutex_);
     if (epoch_ != epoch) {
-      context_->TryCancel();  // it ended meanwhile; the reader below finds out
+      context->TryCancel();  // it ended meanwhile; the reader below finds out
     } else {
-      live_context_ = context_;
+      live_lanes_[key] = lane.state;
     }
   }
   auto finished = std::make_shared<std::atomic<bool>>(false);
-  readers_.push_back(
-      Reader{std::thread([this, context = context_, stream = stream_, epoch, finished] {
-               NameThisThread("sy-worker-in");
-               ReadLoop(context, stream, epoch);
-               finished->store(true);
-             }),
-             finished});
-  return epoch;
+  readers_.push_back(Reader{std::thread([this, stream = lane.stream, state = lane.state,
+                                         stream_id = lane.stream_id, finished]() mutable {
+                              NameThisThread("sy-worker-in");
+                              ReadLoop(stream, state, stream_id);
+                              stream.reset();  // before its context, which `state` holds
+                              state.reset();
+                              finished->store(true);
+                            }),
+                            finished});
+  return &lane;
 }
 
-void WorkerConnection::WriteDeletesLocked(DispatchRequest* next) {
+bool WorkerConnection::LaneOpenLocked(uint64_t key, uint64_t epoch) const {
+  auto it = lanes_.find(key);
+  return it != lanes_.end() && it->second.epoch == epoch && it->second.stream != nullptr;
+}
+
+uint64_t WorkerConnection::OpenLaneOrAnyLocked(uint64_t lane, uint64_t epoch) const {
+  if (LaneOpenLocked(lane, epoch)) return lane;
+  for (const auto& [key, open] : lanes_) {
+    if (LaneOpenLocked(key, epoch)) return key;
+  }
+  return 0;
+}
+
+uint64_t WorkerConnection::NextGangLocked(uint64_t epoch) {
+  if (gang_epoch_ != epoch) {  // a new owner on the worker: its numbers start again
+    gang_epoch_ = epoch;
+    next_gang_ = 1;
+  }
+  return next_gang_++;
+}
+
+std::vector<uint64_t> WorkerConnection::TakeDeletesLocked(const Lane& lane) {
   std::vector<uint64_t> deletes;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (!up_) {
-      pending_deletes_.clear();
-      return;
+  absl::MutexLock lock(&mutex_);
+  if (!up_) {
+    pending_deletes_.clear();
+    return deletes;
+  }
+  for (auto it = pending_deletes_.begin(); it != pending_deletes_.end();) {
+    // A lane not open has nothing of its own left to carry out (closed once drained, or
+    // never opened: a put's buffer no launch used), so its deletions may go anywhere.
+    const bool here = it->first == lane.key || !LaneOpenLocked(it->first, lane.epoch);
+    if (here) {
+      deletes.insert(deletes.end(), it->second.begin(), it->second.end());
+      pending_deletes_.erase(it++);
+    } else {
+      ++it;
     }
-    deletes.swap(pending_deletes_);
   }
-  if (deletes.empty()) return;
-  if (next != nullptr) {  // the stream is open: the caller is about to write `next`
-    next->mutable_deletes_before()->Add(deletes.begin(), deletes.end());
-    return;
-  }
-  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
-  if (!epoch.ok()) return;
-  DispatchRequest batch;
-  batch.set_seq(next_seq_++);
-  batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
-  if (!WriteLocked(std::move(batch))) MarkDown(*epoch, "its operation stream failed");
+  return deletes;
 }
 
-bool WorkerConnection::WriteLocked(DispatchRequest op, Claims* claims) {
-  if (writer_ == nullptr) return false;
-  if (claims == nullptr) return writer_->Post(std::move(op));
+bool WorkerConnection::WriteLocked(Lane& lane, DispatchRequest op, Claims* claims) {
+  if (lane.writer == nullptr) return false;
+  if (claims == nullptr) return lane.writer->Post(std::move(op));
   bool claimed = false;
-  const bool posted = writer_->Post(std::move(op), &claimed);
-  if (claimed) claims->push_back(writer_);
+  const bool posted = lane.writer->Post(std::move(op), &claimed);
+  if (claimed) claims->push_back(lane.writer);
   return posted;
 }
 
@@ -304,39 +335,70 @@ void WorkerConnection::WriteClaimed(const Claims& claims) {
 }
 
 void WorkerConnection::CheckStall(absl::Duration limit) {
-  const int64_t started = write_started_ns_.load();
-  if (started == 0 || absl::GetCurrentTimeNanos() - started < absl::ToInt64Nanoseconds(limit)) {
-    return;
+  const int64_t now = absl::GetCurrentTimeNanos();
+  std::vector<uint64_t> stalled;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [key, state] : live_lanes_) {
+      const int64_t started = state->write_started_ns.load();
+      if (started != 0 && now - started >= absl::ToInt64Nanoseconds(limit)) {
+        stalled.push_back(state->epoch);
+      }
+    }
   }
-  MarkDown(write_epoch_.load(), absl::StrCat("it has not taken an operation for ",
-                                             absl::FormatDuration(limit), " (hung?)"));
+  for (uint64_t epoch : stalled) {
+    MarkDown(epoch, absl::StrCat("it has not taken an operation for ", absl::FormatDuration(limit),
+                                 " (hung?)"));
+  }
+}
+
+size_t WorkerConnection::open_lanes() const {
+  absl::MutexLock lock(&mutex_);
+  return live_lanes_.size();
 }
 
 void WorkerConnection::SendDeletes() {
+  std::vector<uint64_t> keys;
   {
     absl::MutexLock lock(&mutex_);
-    if (pending_deletes_.empty()) return;
+    for (const auto& [key, ids] : pending_deletes_) keys.push_back(key);
   }
+  if (keys.empty()) return;
   absl::MutexLock write_lock(&write_mutex_);
-  WriteDeletesLocked(nullptr);
+  for (uint64_t key : keys) {
+    uint64_t epoch;
+    {
+      absl::MutexLock lock(&mutex_);
+      if (!up_) return;
+      epoch = epoch_;
+    }
+    absl::StatusOr<Lane*> lane = EnsureLaneLocked(OpenLaneOrAnyLocked(key, epoch));
+    if (!lane.ok()) return;
+    std::vector<uint64_t> deletes = TakeDeletesLocked(**lane);
+    if (deletes.empty()) continue;
+    DispatchRequest batch;
+    batch.set_seq(next_seq_++);
+    batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
+    if (!WriteLocked(**lane, std::move(batch))) MarkDown(epoch, "its operation stream failed");
+  }
 }
 
-absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(DispatchRequest op, Done done,
-                                                                uint64_t expected_epoch,
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(uint64_t lane, DispatchRequest op,
+                                                                Done done, uint64_t expected_epoch,
                                                                 bool write_here) {
   Claims claims;
   absl::StatusOr<Ticket> ticket;
   {
     absl::MutexLock write_lock(&write_mutex_);
-    ticket =
-        SendLocked(std::move(op), std::move(done), expected_epoch, write_here ? &claims : nullptr);
+    ticket = SendLocked(lane, std::move(op), std::move(done), expected_epoch,
+                        write_here ? &claims : nullptr);
   }
   WriteClaimed(claims);
   return ticket;
 }
 
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
-    std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    uint64_t lane, std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.
   std::vector<size_t> order(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) order[i] = i;
@@ -348,11 +410,15 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   for (size_t i : order) parts[i].worker->write_mutex_.Lock();
   absl::Status down;
   for (size_t i : order) {
-    absl::StatusOr<uint64_t> epoch = parts[i].worker->EnsureStreamLocked();
-    if (!epoch.ok()) {
-      down = epoch.status();
-    } else if (parts[i].expected_epoch != 0 && *epoch != parts[i].expected_epoch) {
-      down = parts[i].worker->CheckEpoch(parts[i].expected_epoch);
+    WorkerConnection* worker = parts[i].worker;
+    absl::StatusOr<Lane*> opened = worker->EnsureLaneLocked(lane);
+    if (!opened.ok()) {
+      down = opened.status();
+    } else if (parts[i].expected_epoch != 0 && (*opened)->epoch != parts[i].expected_epoch) {
+      down = worker->CheckEpoch(parts[i].expected_epoch);
+    } else if ((*opened)->numbers_gangs && parts[i].op.has_execute()) {
+      // Numbered while every host's write lock is held: the same order on each.
+      parts[i].op.mutable_execute()->set_gang(worker->NextGangLocked((*opened)->epoch));
     }
     if (!down.ok()) break;
   }
@@ -364,7 +430,7 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   if (down.ok()) {
     for (size_t i = 0; i < parts.size(); ++i) {
       absl::StatusOr<Ticket> ticket =
-          parts[i].worker->SendLocked(std::move(parts[i].op), std::move(parts[i].done),
+          parts[i].worker->SendLocked(lane, std::move(parts[i].op), std::move(parts[i].done),
                                       parts[i].expected_epoch, write_here ? &claims : nullptr);
       if (ticket.ok()) tickets[i] = *ticket;
     }
@@ -375,29 +441,33 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   return tickets;
 }
 
-absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(DispatchRequest op, Done done,
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(uint64_t key,
+                                                                      DispatchRequest op, Done done,
                                                                       uint64_t expected_epoch,
                                                                       Claims* claims) {
-  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
-  if (!epoch.ok()) return epoch.status();
-  if (expected_epoch != 0 && *epoch != expected_epoch) return CheckEpoch(expected_epoch);
-  WriteDeletesLocked(&op);
-  Ticket ticket{*epoch, stream_id_, next_seq_++};
+  SY_ASSIGN_OR_RETURN(Lane * lane, EnsureLaneLocked(key));
+  if (expected_epoch != 0 && lane->epoch != expected_epoch) return CheckEpoch(expected_epoch);
+  std::vector<uint64_t> deletes = TakeDeletesLocked(*lane);
+  op.mutable_deletes_before()->Add(deletes.begin(), deletes.end());
+  Ticket ticket{lane->epoch, lane->stream_id, next_seq_++, key};
   op.set_seq(ticket.seq);
   if (done != nullptr) {
     op.set_reply(true);
     absl::MutexLock lock(&mutex_);
     if (absl::Status current = CheckEpochLocked(ticket.epoch); !current.ok()) return current;
-    waiting_[ticket.seq] = Waiter{ticket.epoch, std::move(done)};
+    waiting_[ticket.seq] = Waiter{ticket.epoch, ticket.stream, std::move(done)};
   }
   // A failed write ends the epoch, whose reader then fails the waiter registered above;
   // what the operation was to make is lost with the epoch.
-  if (!WriteLocked(std::move(op), claims)) MarkDown(ticket.epoch, "its operation stream failed");
+  if (!WriteLocked(*lane, std::move(op), claims)) {
+    MarkDown(ticket.epoch, "its operation stream failed");
+  }
   return ticket;
 }
 
-void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
-                                std::shared_ptr<Stream> stream, uint64_t epoch) {
+void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state,
+                                uint64_t stream_id) {
+  const uint64_t epoch = state->epoch;
   DispatchResponse response;
   while (stream->Read(&response)) {
     if (response.has_host_callback()) {
@@ -421,15 +491,19 @@ void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
                       << " failed: " << status;
     }
   }
-  // The stream ended: what it was to carry out will not be, and the epoch is over.
   absl::Status finished = FromGrpcStatus(stream->Finish());
-  MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
+  // A lane closed here ends alone. Otherwise what the stream was to carry out will not
+  // be, and the epoch is over.
+  const bool closed = state->closed.load();
+  if (!closed) {
+    MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
+  }
   std::vector<Done> orphans;
   absl::Status lost;
   {
     absl::MutexLock lock(&mutex_);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
-      if (it->second.epoch == epoch) {
+      if (it->second.epoch == epoch && (!closed || it->second.stream == stream_id)) {
         orphans.push_back(std::move(it->second.done));
         it = waiting_.erase(it);
       } else {
@@ -437,32 +511,39 @@ void WorkerConnection::ReadLoop(std::shared_ptr<grpc::ClientContext> context,
       }
     }
     lost = CheckEpochLocked(epoch);
+    if (closed && lost.ok()) lost = absl::CancelledError("its session's operation stream closed");
   }
   for (Done& done : orphans) done(lost);
 }
 
-void WorkerConnection::DeleteLater(uint64_t buffer_id, uint64_t epoch) {
+void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {
   absl::MutexLock lock(&mutex_);
-  if (up_ && epoch == epoch_) pending_deletes_.push_back(buffer_id);
+  if (up_ && made.epoch == epoch_) pending_deletes_[made.lane].push_back(buffer_id);
 }
 
-void WorkerConnection::AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done) {
+void WorkerConnection::AwaitThen(uint64_t lane, const std::vector<uint64_t>& buffer_ids,
+                                 Done done) {
   DispatchRequest op;
   op.mutable_await_buffers()->mutable_buffer_ids()->Add(buffer_ids.begin(), buffer_ids.end());
   // `done` is moved into the waiter only when the send goes ahead.
   auto shared = std::make_shared<Done>(std::move(done));
   absl::StatusOr<Ticket> sent =
-      Send(std::move(op), [shared](absl::Status status) { (*shared)(std::move(status)); });
+      Send(lane, std::move(op), [shared](absl::Status status) { (*shared)(std::move(status)); });
   if (!sent.ok()) (*shared)(sent.status());
 }
 
-absl::Status WorkerConnection::Flush(absl::Duration timeout) {
+absl::Status WorkerConnection::Flush(uint64_t lane, absl::Duration timeout) {
   struct Result {
     absl::Notification done;
     absl::Status status;
   };
   auto result = std::make_shared<Result>();
-  AwaitThen({}, [result](absl::Status status) {
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    absl::MutexLock lock(&mutex_);
+    lane = OpenLaneOrAnyLocked(lane, epoch_);
+  }
+  AwaitThen(lane, {}, [result](absl::Status status) {
     result->status = std::move(status);
     result->done.Notify();
   });
@@ -474,15 +555,47 @@ absl::Status WorkerConnection::Flush(absl::Duration timeout) {
   return result->status;
 }
 
+void WorkerConnection::CloseLane(uint64_t key, absl::Duration grace) {
+  Lane lane;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    auto it = lanes_.find(key);
+    if (it == lanes_.end()) return;
+    lane = std::move(it->second);
+    lanes_.erase(it);
+    absl::MutexLock lock(&mutex_);
+    auto live = live_lanes_.find(key);
+    if (live != live_lanes_.end() && live->second == lane.state) live_lanes_.erase(live);
+  }
+  if (lane.stream == nullptr) return;
+  lane.state->closed.store(true);
+  // What is queued goes out first (the session's last deletions), then the half-close;
+  // the worker carries everything out before it ends the stream.
+  auto cancel = [state = lane.state] { state->context->TryCancel(); };
+  if (!lane.writer->AwaitIdle(grace)) cancel();
+  lane.writer->Close(absl::ZeroDuration(), cancel);
+  lane.stream->WritesDone();
+}
+
 absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(grpc::ClientContext* context) {
   absl::MutexLock write_lock(&write_mutex_);
-  absl::StatusOr<uint64_t> epoch = EnsureStreamLocked();
-  if (!epoch.ok()) return epoch.status();
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_) return down_;
+    epoch = epoch_;
+  }
+  bool open = false;
+  for (const auto& [key, lane] : lanes_) open = open || LaneOpenLocked(key, epoch);
+  if (!open) {
+    SY_ASSIGN_OR_RETURN(Lane * lane, EnsureLaneLocked(0));
+    epoch = lane->epoch;
+  }
   absl::MutexLock lock(&mutex_);
-  if (absl::Status current = CheckEpochLocked(*epoch); !current.ok()) return current;
+  if (absl::Status current = CheckEpochLocked(epoch); !current.ok()) return current;
   context->AddMetadata(kOwnerMetadata, absl::StrCat(owner_));
   context->AddMetadata(kBootMetadata, boot_id_);
-  return Call{stub_, *epoch};
+  return Call{stub_, epoch};
 }
 
 absl::Status WorkerConnection::CallFailed(uint64_t epoch, const absl::Status& status) {

@@ -12,8 +12,15 @@
 // boot once a probe has reached it). Each epoch has its own owner id on the worker,
 // so the worker frees an ended epoch's objects by itself (their lease runs out).
 //
-// Launches, transfers and deletions are written to the stream in the order they are
-// issued and run on the worker in that order, without a round trip each.
+// Lanes. Operations go on lanes: each lane is a `Worker.Dispatch` stream of its own
+// (a session's operations go on the lane keyed by its id), so one session's queue of
+// launches waiting for the devices never holds up another session's operations, and
+// the worker divides its devices between them by their shares. On a lane, launches,
+// transfers and deletions are written in the order they are issued and run on the
+// worker in that order, without a round trip each. Multi-host launches are numbered
+// across lanes (ExecuteRequest.gang), so every host starts them in one order. A
+// worker that does not take lanes (WORKER_PROTOCOL_LANES) gets every lane's operations
+// on one stream, as before.
 // Thread-safe.
 
 #include <atomic>
@@ -26,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -47,11 +55,13 @@ class WorkerConnection {
  public:
   using Done = std::function<void(absl::Status)>;
   // Where an operation went: what it makes exists on the worker once stream `stream`
-  // has carried out `seq`, and is lost once epoch `epoch` has ended.
+  // has carried out `seq`, and is lost once epoch `epoch` has ended. What it makes is
+  // used and deleted on lane `lane` (a put's ticket names only the epoch and the lane).
   struct Ticket {
     uint64_t epoch = 0;
     uint64_t stream = 0;
     uint64_t seq = 0;
+    uint64_t lane = 0;
   };
   // A unary call's stub, with the call's metadata set, and the epoch it belongs to.
   struct Call {
@@ -103,18 +113,21 @@ class WorkerConnection {
   // UNAVAILABLE. The connection stays valid (and down) until destroyed.
   void Close() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
 
-  // Sends `op`; `done`, if given, runs (on a reader thread or here) once the worker has
-  // carried it out, with its status, or with DATA_LOSS if the worker is lost first.
+  // Sends `op` on `lane` (opened if it is not); `done`, if given, runs (on a reader
+  // thread or here) once the worker has carried it out, with its status, or with
+  // DATA_LOSS if the worker is lost first.
   // DATA_LOSS at once (and `done` not called) while the connection is down, or when it
   // is no longer in `expected_epoch` (0: any), the epoch of the buffers `op` names.
   // `write_here`: the caller's thread may block writing (a session's own request
   // thread, never one shared between sessions): when the stream is idle it writes the
   // operation itself, one thread handoff fewer.
-  absl::StatusOr<Ticket> Send(DispatchRequest op, Done done = nullptr, uint64_t expected_epoch = 0,
-                              bool write_here = false) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
-  // Sends one operation to each of several workers as one step: no other operation to
-  // any of them goes in between (a launch spanning hosts must reach every host in the
-  // same order relative to everything else). DATA_LOSS, sending nothing, if one is down
+  absl::StatusOr<Ticket> Send(uint64_t lane, DispatchRequest op, Done done = nullptr,
+                              uint64_t expected_epoch = 0, bool write_here = false)
+      ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // Sends one operation to each of several workers, on `lane` of each, as one step: a
+  // launch's parts (ExecuteRequest) get their numbers in each worker's order of
+  // multi-host launches here, so every host starts them in the same order relative to
+  // the others, whatever lane carries them. DATA_LOSS, sending nothing, if one is down
   // or out of its expected epoch.
   struct Part {
     WorkerConnection* worker;
@@ -122,28 +135,35 @@ class WorkerConnection {
     uint64_t expected_epoch = 0;
     Done done = nullptr;  // as Send's
   };
-  static absl::StatusOr<std::vector<Ticket>> SendTogether(std::vector<Part> parts,
+  static absl::StatusOr<std::vector<Ticket>> SendTogether(uint64_t lane, std::vector<Part> parts,
                                                           bool write_here = false);
-  // Deletes a buffer made in `epoch`, after every operation sent before this call.
-  // Never blocks (destructors call it, also on reader threads): it goes out with the
-  // next operation. Buffers of an ended epoch are the worker's to free (their owner's
-  // lease runs out), so nothing is sent for them.
-  void DeleteLater(uint64_t buffer_id, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Deletes a buffer made by `made`, after every operation sent on its lane before this
+  // call (any lane once its own is closed). Never blocks (destructors call it, also on
+  // reader threads): it goes out with the lane's next operation. Buffers of an ended
+  // epoch are the worker's to free (their owner's lease runs out): nothing is sent.
+  void DeleteLater(uint64_t buffer_id, const Ticket& made) ABSL_LOCKS_EXCLUDED(mutex_);
   // Sends the deletions waiting for the next operation, if any.
   void SendDeletes() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // A write blocked for `limit` (the worker stopped reading its stream while it still
   // heartbeats: hung) ends the epoch, which unblocks it. Called by the fleet.
   void CheckStall(absl::Duration limit) ABSL_LOCKS_EXCLUDED(mutex_);
   // `done` runs once the buffers are computed (their error, if any), ordered after
-  // everything sent before; DATA_LOSS if the worker is lost first.
-  void AwaitThen(const std::vector<uint64_t>& buffer_ids, Done done);
-  // Waits until everything sent so far has been carried out, or the worker is lost,
-  // or `timeout` passes.
-  absl::Status Flush(absl::Duration timeout);
+  // everything sent on `lane` before; DATA_LOSS if the worker is lost first.
+  void AwaitThen(uint64_t lane, const std::vector<uint64_t>& buffer_ids, Done done);
+  // Waits until everything sent on `lane` so far has been carried out (and the
+  // deletions waiting for it sent), or the worker is lost, or `timeout` passes. A lane
+  // not open has nothing to carry out: the deletions go on another.
+  absl::Status Flush(uint64_t lane, absl::Duration timeout);
+  // Closes `lane` once what was sent on it has gone out (at most `grace`; then it is
+  // cancelled). Deletions of buffers it made go on another lane from then on. Blocks
+  // for the writes (a session's own thread, as it ends).
+  void CloseLane(uint64_t lane, absl::Duration grace) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // Lanes open in the current epoch (for tests and metrics).
+  size_t open_lanes() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // For a unary call: the stub, and the call's metadata (owner, boot) on `context`.
-  // Opens the operation stream if none is open, so that what the call makes is held by
-  // the owner's lease. DATA_LOSS while down.
+  // Opens a lane if none is open, so that what the call makes is held by the owner's
+  // lease. DATA_LOSS while down.
   absl::StatusOr<Call> PrepareCall(grpc::ClientContext* context)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // A unary call of `epoch` failed with `status`. If that means the worker is lost
@@ -154,6 +174,7 @@ class WorkerConnection {
  private:
   struct Waiter {
     uint64_t epoch;
+    uint64_t stream;  // the lane's stream that carries it
     Done done;
   };
   struct Reader {
@@ -162,27 +183,56 @@ class WorkerConnection {
   };
   using Stream = grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>;
   using Writer = OrderedWriter<DispatchRequest>;
+  // What a lane's writer and reader share with the connection, which may watch or end
+  // the lane without the write lock.
+  struct LaneState {
+    LaneState(uint64_t epoch, std::shared_ptr<grpc::ClientContext> context)
+        : epoch(epoch), context(std::move(context)) {}
+    const uint64_t epoch;
+    const std::shared_ptr<grpc::ClientContext> context;
+    std::atomic<int64_t> write_started_ns{0};  // 0: not in a write; CheckStall watches it
+    std::atomic<bool> closed{false};           // closed here: its end is no loss
+  };
+  // A lane's stream in one epoch.
+  struct Lane {
+    uint64_t key = 0;
+    uint64_t epoch = 0;
+    uint64_t stream_id = 0;
+    bool numbers_gangs = false;  // the worker orders multi-host launches by their number
+    std::shared_ptr<LaneState> state;  // declared first: its context outlives the stream
+    std::shared_ptr<Stream> stream;
+    // Writes the stream's operations in order, on its own thread or a claiming sender's.
+    std::shared_ptr<Writer> writer;
+  };
   // Writers whose writing a sender claimed, to write on once it has let go of the locks.
   using Claims = std::vector<std::shared_ptr<Writer>>;
   static void WriteClaimed(const Claims& claims);
 
   // `claims` null: the writer's thread writes.
-  absl::StatusOr<Ticket> SendLocked(DispatchRequest op, Done done, uint64_t expected_epoch,
-                                    Claims* claims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+  absl::StatusOr<Ticket> SendLocked(uint64_t lane, DispatchRequest op, Done done,
+                                    uint64_t expected_epoch, Claims* claims)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
+  // The lane's stream in the current epoch, opened if it is not (a worker that does not
+  // take lanes: the one stream, lane 0). DATA_LOSS while down.
+  absl::StatusOr<Lane*> EnsureLaneLocked(uint64_t lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // Opens the stream of the current epoch if it is not open. DATA_LOSS while down.
-  absl::StatusOr<uint64_t> EnsureStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-  // The deletions waiting for the next operation go with `next` (null: on their own).
-  void WriteDeletesLocked(DispatchRequest* next) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
-      ABSL_LOCKS_EXCLUDED(mutex_);
-  // Queues `op` for the stream's writer (never blocks), or for the caller to write
-  // (`claims`); false once the stream failed.
-  bool WriteLocked(DispatchRequest op, Claims* claims = nullptr)
+  // Whether `lane` has a stream in the current epoch.
+  bool LaneOpenLocked(uint64_t lane, uint64_t epoch) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // `lane` if it is open in `epoch`, else another that is (0 if none is), for what
+  // needs no order after `lane`'s operations (it has none left to carry out).
+  uint64_t OpenLaneOrAnyLocked(uint64_t lane, uint64_t epoch) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // The next number of a multi-host launch in `epoch`.
+  uint64_t NextGangLocked(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // Takes the deletions that may go on `lane`: its own, and those of lanes not open.
+  std::vector<uint64_t> TakeDeletesLocked(const Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // Queues `op` for the lane's writer (never blocks), or for the caller to write
+  // (`claims`); false once the stream failed.
+  static bool WriteLocked(Lane& lane, DispatchRequest op, Claims* claims = nullptr);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void ReadLoop(std::shared_ptr<grpc::ClientContext> context, std::shared_ptr<Stream> stream,
-                uint64_t epoch);
+  void ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state, uint64_t stream_id);
   std::string Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status CheckEpochLocked(uint64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -190,21 +240,16 @@ class WorkerConnection {
   const int host_index_;
   const HostCallbackSink host_callbacks_;
 
-  // Held while an operation gets its sequence number and joins the stream's queue, so
-  // operations go out in that order. Never held across a write (the stream's writer
-  // thread writes, or a sender that claimed the writing, after letting go of it), never
-  // taken by readers nor to end an epoch.
+  // Held while an operation gets its sequence number and joins its lane's queue, so
+  // operations go out in that order (sequence numbers rise across lanes). Never held
+  // across a write (a lane's writer thread writes, or a sender that claimed the writing,
+  // after letting go of it), never taken by readers nor to end an epoch.
   absl::Mutex write_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   uint64_t next_seq_ ABSL_GUARDED_BY(write_mutex_) = 1;
-  uint64_t stream_epoch_ ABSL_GUARDED_BY(write_mutex_) = 0;  // the epoch `stream_` serves
-  uint64_t stream_id_ ABSL_GUARDED_BY(write_mutex_) = 0;
-  std::shared_ptr<grpc::ClientContext> context_ ABSL_GUARDED_BY(write_mutex_);
-  std::shared_ptr<Stream> stream_ ABSL_GUARDED_BY(write_mutex_);
+  std::map<uint64_t, Lane> lanes_ ABSL_GUARDED_BY(write_mutex_);  // stable addresses
   std::vector<Reader> readers_ ABSL_GUARDED_BY(write_mutex_);
-  // Writes `stream_`'s operations in order; its write is the one CheckStall watches.
-  std::shared_ptr<Writer> writer_ ABSL_GUARDED_BY(write_mutex_);
-  std::atomic<int64_t> write_started_ns_{0};  // 0: not in a write
-  std::atomic<uint64_t> write_epoch_{0};
+  uint64_t gang_epoch_ ABSL_GUARDED_BY(write_mutex_) = 0;
+  uint64_t next_gang_ ABSL_GUARDED_BY(write_mutex_) = 1;
 
   mutable absl::Mutex mutex_;
   HostView view_ ABSL_GUARDED_BY(mutex_);  // the RM's latest
@@ -218,11 +263,12 @@ class WorkerConnection {
   uint64_t owner_ ABSL_GUARDED_BY(mutex_) = 0;     // this epoch's owner id on the worker
   std::string lost_boot_ ABSL_GUARDED_BY(mutex_);  // the boot whose epoch ended last
   absl::Status down_ ABSL_GUARDED_BY(mutex_);      // why the connection is down
-  // The stream of the current epoch, to cancel without the write lock.
-  std::shared_ptr<grpc::ClientContext> live_context_ ABSL_GUARDED_BY(mutex_);
-  std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);
+  // The current epoch's lanes, by key, to cancel and watch without the write lock.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<LaneState>> live_lanes_ ABSL_GUARDED_BY(mutex_);
+  std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);  // by seq
   bool closing_ ABSL_GUARDED_BY(mutex_) = false;  // the proxy is stopping: no news
-  std::vector<uint64_t> pending_deletes_ ABSL_GUARDED_BY(mutex_);
+  // Deletions waiting for their lane's next operation, by lane.
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> pending_deletes_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace switchyard::proxy

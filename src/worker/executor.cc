@@ -267,9 +267,17 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
 }
 
 absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
-                               std::shared_ptr<HostCallbacks::Stream> stream) {
-  absl::Status status =
-      Guarded("Execute", [&] { return Launch(request, owner, std::move(stream)); });
+                               std::shared_ptr<HostCallbacks::Stream> stream,
+                               const std::function<bool()>& cancelled) {
+  absl::Status status = AwaitGangTurn(owner, request.gang(), cancelled);
+  if (status.ok()) {
+    status = Guarded("Execute", [&] { return Launch(request, owner, std::move(stream)); });
+  }
+  if (request.gang() != 0) {
+    // Handed over or failed: the owner's next multi-host launch may go.
+    absl::MutexLock lock(&gate_->mutex);
+    gate_->gangs.Passed(owner, request.gang());
+  }
   if (!status.ok()) {
     // Whoever waits for the outputs learns why they will not come.
     for (const BufferIdList& list : request.outputs()) {
@@ -279,6 +287,28 @@ absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
     }
   }
   return status;
+}
+
+absl::Status Executor::AwaitGangTurn(uint64_t owner, uint64_t gang,
+                                     const std::function<bool()>& cancelled) {
+  if (gang == 0) return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(limits::kGangTurnMs);
+  absl::MutexLock lock(&gate_->mutex);
+  auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_->mutex) {
+    return gate_->gangs.MayGo(owner, gang);
+  };
+  while (!gate_->mutex.AwaitWithTimeout(absl::Condition(&turn), absl::Milliseconds(100))) {
+    if (cancelled != nullptr && cancelled()) {
+      return absl::CancelledError("the operation stream that carried the launch ended");
+    }
+    if (absl::Now() >= deadline) {
+      // Passed all the same (by the caller), so that the owner's later launches go.
+      return absl::DeadlineExceededError(absl::StrCat(
+          "multi-host launch ", gang, " of its proxy waited ", limits::kGangTurnMs / 1000,
+          " s for launch ", gate_->gangs.Next(owner), ", which must start first on every host"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<pjrt::Buffer>> Executor::Relayout(
@@ -586,6 +616,10 @@ int64_t Executor::DeleteOwned(uint64_t owner) {
     } else {
       ++it;
     }
+  }
+  {
+    absl::MutexLock gate(&gate_->mutex);
+    gate_->gangs.Forget(owner);
   }
   return doomed.size();
 }

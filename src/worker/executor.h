@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "worker/buffer_store.h"
 #include "worker/device_map.h"
 #include "worker/fair_share.h"
+#include "worker/gang_order.h"
 #include "worker/host_callbacks.h"
 #include "worker/launch_gate.h"
 
@@ -62,9 +64,12 @@ class Executor {
   // Registers the outputs under the requested ids as soon as the launch is
   // enqueued; a failed launch shows up when they are read (or here, with `wait`).
   // A request that fails stores its error under the output ids. A program with host
-  // callbacks sends its calls up `stream` (null: such a launch fails).
+  // callbacks sends its calls up `stream` (null: such a launch fails). A multi-host
+  // launch numbered in its owner's order (ExecuteRequest.gang, GangOrder) first waits
+  // for its turn, until `cancelled()` says so (checked every 100 ms; null: never).
   absl::Status Execute(const ExecuteRequest& request, uint64_t owner = 0,
-                       std::shared_ptr<HostCallbacks::Stream> stream = nullptr)
+                       std::shared_ptr<HostCallbacks::Stream> stream = nullptr,
+                       const std::function<bool()>& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   std::vector<uint64_t> Delete(const std::vector<uint64_t>& ids) ABSL_LOCKS_EXCLUDED(mutex_);
   // Worker.DescribeProgram.
@@ -89,6 +94,8 @@ class Executor {
       const pjrt::Buffer& buffer, absl::Span<const int64_t> minor_to_major) const;
   absl::Status Launch(const ExecuteRequest& request, uint64_t owner,
                       std::shared_ptr<HostCallbacks::Stream> stream);
+  // Waits until `owner`'s multi-host launch `gang` may go (GangOrder).
+  absl::Status AwaitGangTurn(uint64_t owner, uint64_t gang, const std::function<bool()>& cancelled);
   // Rewrites the device assignment from global ids to the plugin's ids, and takes out
   // the client's host-callback key (empty: none).
   absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request,
@@ -123,6 +130,7 @@ class Executor {
     explicit Gate(LaunchGate::Options options) : launches(options) {}
     absl::Mutex mutex;
     LaunchGate launches ABSL_GUARDED_BY(mutex);
+    GangOrder gangs ABSL_GUARDED_BY(mutex);
     std::deque<RecentLaunch> recent ABSL_GUARDED_BY(mutex);  // newest first
   };
   // A launch handed to the plugin is done (all its devices) once this is destroyed,

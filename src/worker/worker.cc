@@ -257,7 +257,7 @@ class WorkerServerImpl final : public WorkerServer {
                  << plugin->info().stablehlo_current_version << ")";
 
     RegisterWorkerRequest request;
-    request.set_protocol_version(WORKER_PROTOCOL_PULLS_PUTS);
+    request.set_protocol_version(WORKER_PROTOCOL_LANES);
     request.set_address(address_);
     request.set_slice_index(options.slice_index);
     request.set_host_index(options.host_index);

@@ -498,7 +498,8 @@ grpc::Status WorkerService::Dispatch(
     absl::Status status;
     switch (request.op_case()) {
       case DispatchRequest::kExecute:
-        status = executor_->Execute(request.execute(), owner, callback_stream);
+        status = executor_->Execute(request.execute(), owner, callback_stream,
+                                    [context] { return context->IsCancelled(); });
         if (status.ok() && request.answer_when_computed()) {
           std::vector<uint64_t> outputs;
           for (const BufferIdList& ids : request.execute().outputs()) {

@@ -31,10 +31,12 @@ DEVICES_PER_HOST = 2
 class FakeHost(worker_pb2_grpc.WorkerServicer):
     """Node `node` of a 2-host client; each output shard it makes holds its device id."""
 
-    def __init__(self, rm_address: str, node: int, fail_compile: bool = False):
+    def __init__(self, rm_address: str, node: int, fail_compile: bool = False,
+                 protocol: int = 1):
         self.node = node
         self.fail_compile = fail_compile
         self.compiles, self.executes, self.deleted_executables = [], [], []
+        self.streams = []  # the Dispatch stream of each of `executes`
         self.buffers = {}  # id -> device
         self.lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -44,7 +46,7 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
         self.address = f"127.0.0.1:{port}"
         rm = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm_address))
         registered = rm.RegisterWorker(rm_pb2.RegisterWorkerRequest(
-            protocol_version=1, address=self.address, slice_index=0, host_index=node,
+            protocol_version=protocol, address=self.address, slice_index=0, host_index=node,
             plugin=c.PluginInfo(platform_name="cuda", platform_version="fake", num_nodes=2,
                                 node_id=node),
             devices=[c.DeviceInfo(local_ordinal=k, kind="fake GPU",
@@ -83,11 +85,13 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
             num_replicas=1, num_partitions=4, output_sharding=sharding.SerializeToString())
 
     def Dispatch(self, request_iterator, context):
+        stream = dict(context.invocation_metadata()).get("switchyard-stream")
         for op in request_iterator:
             kind = op.WhichOneof("op")
             with self.lock:
                 if kind == "execute":
                     self.executes.append(op.execute)
+                    self.streams.append(stream)
                     for device, ids in zip(self.global_ids, op.execute.outputs):
                         for buffer_id in ids.ids:
                             self.buffers[buffer_id] = device
@@ -192,6 +196,8 @@ def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
                 assert len(launch.arguments) == DEVICES_PER_HOST
         launch_ids = [[e.launch_id for e in host.executes] for host in hosts]
         assert launch_ids[0] == launch_ids[1] == [1, 2, 3]
+        # A worker of the first protocol reads one stream, in order: nothing numbered.
+        assert all(e.gang == 0 for host in hosts for e in host.executes)
         assert list(outputs[0].shape.dims) == [8]
 
         session.request(loaded_executable_destruct_request=s.LoadedExecutableDestructRequest(
@@ -203,6 +209,62 @@ def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
             time.sleep(0.05)
         for host in hosts:
             assert host.deleted_executables == [host.compiles[0].executable_id]
+    finally:
+        for host in hosts:
+            host.stop()
+
+
+def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(rm, proxy):
+    """Two sessions launch programs spanning both hosts at once. Each session has its
+    own Dispatch stream (lane) on each host, so the hosts cannot rely on one stream's
+    order: the proxy numbers the multi-host launches (ExecuteRequest.gang) as it sends
+    them, and both hosts must see the same launch under each number."""
+    hosts = [FakeHost(rm.address, node, protocol=3) for node in (0, 1)]
+    per_session = 12
+    try:
+        ch = channel(proxy.target)
+        sessions = [RawSession(ch) for _ in range(2)]
+        handles = []
+        for session in sessions:
+            init = session.request(init_request=s.InitRequest()).init_response
+            devices = sorted(d.id for d in init.all_devices)
+            compiled = session.request(compile_request=program_over(devices))
+            assert compiled.response_metadata.status.code == 0, compiled
+            handles.append(compiled.compile_response.loaded_executable_handle)
+        errors = []
+
+        def launch(session, handle):
+            for _ in range(per_session):
+                response = session.request(loaded_executable_execute_request=(
+                    s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
+                if response.response_metadata.status.code != 0:
+                    errors.append(response)
+
+        threads = [threading.Thread(target=launch, args=pair) for pair in zip(sessions, handles)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors[0]
+        deadline = time.monotonic() + 10
+        while not all(len(host.executes) == 2 * per_session for host in hosts):
+            assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
+            time.sleep(0.05)
+        for host in hosts:
+            gangs = sorted(e.gang for e in host.executes)
+            assert gangs == list(range(1, 2 * per_session + 1)), gangs
+            by_session = {}
+            for launch_, stream in zip(host.executes, host.streams):
+                by_session.setdefault(launch_.session, set()).add(stream)
+            assert len(by_session) == 2
+            lanes = list(by_session.values())
+            assert all(len(lane) == 1 for lane in lanes), lanes  # one stream per session
+            assert lanes[0] != lanes[1]
+        orders = [[e.launch_id for e in sorted(host.executes, key=lambda e: e.gang)]
+                  for host in hosts]
+        assert orders[0] == orders[1]
+        for session in sessions:
+            session.close()
     finally:
         for host in hosts:
             host.stop()

@@ -30,7 +30,7 @@ void WaitDown(const WorkerConnection& worker) {
 
 TEST(WorkerConnectionTest, AHostThatHasNotJoinedRefusesAtOnce) {
   WorkerConnection worker(3, 0);
-  absl::StatusOr<WorkerConnection::Ticket> sent = worker.Send(DeleteOp(1));
+  absl::StatusOr<WorkerConnection::Ticket> sent = worker.Send(0, DeleteOp(1));
   EXPECT_EQ(sent.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(sent.status().message().find("slice 3 host 0"), std::string::npos) << sent.status();
 }
@@ -43,7 +43,7 @@ TEST(WorkerConnectionTest, OperationsToALostWorkerFailOnceEachWithDataLoss) {
   int refused = 0;
   for (int i = 0; i < 300; ++i) {
     absl::StatusOr<WorkerConnection::Ticket> sent =
-        worker.Send(DeleteOp(i + 1), [&](absl::Status status) {
+        worker.Send(0, DeleteOp(i + 1), [&](absl::Status status) {
           ++answers;
           if (absl::IsDataLoss(status)) ++data_loss;
         });
@@ -59,13 +59,13 @@ TEST(WorkerConnectionTest, OperationsToALostWorkerFailOnceEachWithDataLoss) {
   }
   EXPECT_EQ(answers.load() + refused, 300);
   EXPECT_EQ(data_loss.load(), answers.load());
-  EXPECT_EQ(worker.Flush(absl::Seconds(5)).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(worker.Flush(0, absl::Seconds(5)).code(), absl::StatusCode::kDataLoss);
 }
 
 TEST(WorkerConnectionTest, ALostEpochStaysLostAndANewBootComesUpAtOnce) {
   WorkerConnection worker(2, 1);
   worker.Update(Healthy("boot-a"));
-  absl::StatusOr<WorkerConnection::Ticket> first = worker.Send(DeleteOp(1));
+  absl::StatusOr<WorkerConnection::Ticket> first = worker.Send(0, DeleteOp(1));
   ASSERT_TRUE(first.ok());
   WaitDown(worker);
   absl::Status lost = worker.CheckEpoch(first->epoch);
@@ -85,7 +85,7 @@ TEST(WorkerConnectionTest, ALostEpochStaysLostAndANewBootComesUpAtOnce) {
   ASSERT_TRUE(worker.up());
   EXPECT_EQ(worker.boot_id(), "boot-b");
   EXPECT_EQ(worker.CheckEpoch(first->epoch).code(), absl::StatusCode::kDataLoss);
-  absl::StatusOr<WorkerConnection::Ticket> second = worker.Send(DeleteOp(2));
+  absl::StatusOr<WorkerConnection::Ticket> second = worker.Send(0, DeleteOp(2));
   ASSERT_TRUE(second.ok());
   EXPECT_GT(second->epoch, first->epoch);
 }
@@ -96,7 +96,7 @@ TEST(WorkerConnectionTest, TheRmReportingAHostDownEndsItsEpoch) {
   ASSERT_TRUE(worker.up());
   worker.Update(HostView{"127.0.0.1:1", "boot-a", /*healthy=*/false, false});
   EXPECT_FALSE(worker.up());
-  absl::Status down = worker.Flush(absl::Seconds(5));
+  absl::Status down = worker.Flush(0, absl::Seconds(5));
   EXPECT_EQ(down.code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(down.message().find("resource manager reports it down"), std::string::npos) << down;
 }
@@ -104,7 +104,7 @@ TEST(WorkerConnectionTest, TheRmReportingAHostDownEndsItsEpoch) {
 TEST(WorkerConnectionTest, ARestartSeenByTheRmEndsTheEpochAndComesUpAgain) {
   WorkerConnection worker(0, 0);
   worker.Update(Healthy("boot-a"));
-  const uint64_t epoch = worker.Send(DeleteOp(1)).value_or(WorkerConnection::Ticket{}).epoch;
+  const uint64_t epoch = worker.Send(0, DeleteOp(1)).value_or(WorkerConnection::Ticket{}).epoch;
   worker.Update(Healthy("boot-b"));  // before the stream failure is noticed, maybe
   EXPECT_EQ(worker.CheckEpoch(epoch).code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(worker.boot_id(), "boot-b");
@@ -124,7 +124,7 @@ TEST(WorkerConnectionTest, AwaitOnADownHostAnswersAtOnce) {
   WorkerConnection worker(0, 0);
   absl::Notification done;
   absl::Status status;
-  worker.AwaitThen({1, 2}, [&](absl::Status s) {
+  worker.AwaitThen(0, {1, 2}, [&](absl::Status s) {
     status = s;
     done.Notify();
   });
