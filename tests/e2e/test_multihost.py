@@ -37,6 +37,7 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
         self.fail_compile = fail_compile
         self.compiles, self.executes, self.deleted_executables = [], [], []
         self.streams = []  # the Dispatch stream of each of `executes`
+        self.open_streams = 0
         self.buffers = {}  # id -> device
         self.lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
@@ -86,6 +87,9 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
 
     def Dispatch(self, request_iterator, context):
         stream = dict(context.invocation_metadata()).get("switchyard-stream")
+        with self.lock:
+            self.open_streams += 1
+        context.add_callback(self.stream_ended)
         for op in request_iterator:
             kind = op.WhichOneof("op")
             with self.lock:
@@ -99,6 +103,10 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
                     self.deleted_executables += list(op.delete_executables.executable_ids)
             if kind == "await_buffers" or op.reply:
                 yield worker_pb2.DispatchResponse(seq=op.seq, code=0)
+
+    def stream_ended(self):
+        with self.lock:
+            self.open_streams -= 1
 
     def GetBuffer(self, request, context):
         # As a real worker does (after_seq, wait_ms), wait for the launch that makes the
@@ -263,8 +271,17 @@ def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(
         orders = [[e.launch_id for e in sorted(host.executes, key=lambda e: e.gang)]
                   for host in hosts]
         assert orders[0] == orders[1]
+        # A session's end closes its lanes (after its executables' deletions went out);
+        # the connection's own stream (opened for the compiles: it holds the proxy's
+        # lease on the worker for what unary calls make) stays.
+        assert all(host.open_streams == 3 for host in hosts), [h.open_streams for h in hosts]
         for session in sessions:
             session.close()
+        deadline = time.monotonic() + 10
+        while any(host.open_streams != 1 for host in hosts):
+            assert time.monotonic() < deadline, [h.open_streams for h in hosts]
+            time.sleep(0.05)
+        assert all(len(host.deleted_executables) == 2 for host in hosts)
     finally:
         for host in hosts:
             host.stop()

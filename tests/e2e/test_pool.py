@@ -332,12 +332,14 @@ LOADER = textwrap.dedent("""
 """)
 
 
-def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path):
-    """Two tenants, each through a proxy of its own (no leases), keep one device busy;
-    with the RM's --tenant_shares=light:1,heavy:3 the worker gives `heavy` about three
-    times the device time of `light`. A loose bound: this checks the mechanism, from the
-    RM's flag through the proxy to the worker's order of launches; bench/run.py --only
-    shares measures it."""
+@pytest.mark.parametrize("one_proxy", [False, True], ids=["a proxy each", "one proxy"])
+def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_proxy):
+    """Two tenants, each through a proxy of its own or both through one (no leases), keep
+    one device busy; with the RM's --tenant_shares=light:1,heavy:3 the worker gives
+    `heavy` about three times the device time of `light`. Through one proxy, each session
+    has its own operation stream to the worker (a lane), so the worker sees both tenants'
+    launches waiting. A loose bound: this checks the mechanism, from the RM's flag through
+    the proxy to the worker's order of launches; bench/run.py --only shares measures it."""
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{tenant} sha256:{hashlib.sha256(tenant.encode()).hexdigest()}\n"
                               for tenant in ("light", "heavy")))
@@ -345,13 +347,16 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path):
     first = start_pool(spawn, plugin, 1, "--tenant_shares=light:1,heavy:3",
                        f"--metrics_port={http_port}", virtual_slices="",
                        proxy_flags=(f"--tokens_file={tokens}",))
-    port = free_port()
-    second = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={first.rm.address}",
-                   f"--tokens_file={tokens}")
-    second.wait_for("IFRT proxy server started with status OK")
+    second_target = first.target
+    if not one_proxy:
+        port = free_port()
+        second = spawn("proxy", f"--server_port={port}",
+                       f"--resource_manager_address={first.rm.address}", f"--tokens_file={tokens}")
+        second.wait_for("IFRT proxy server started with status OK")
+        second_target = f"grpc://127.0.0.1:{port}"
     address = fleet(first.rm.address)["slices"][0]["hosts"][0]["address"]
     loaders = []
-    for tenant, target in (("light", first.target), ("heavy", f"grpc://127.0.0.1:{port}")):
+    for tenant, target in (("light", first.target), ("heavy", second_target)):
         env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": target,
                "SWITCHYARD_TOKEN": tenant}
         env.pop("SWITCHYARD_VIRTUAL_SLICES", None)
