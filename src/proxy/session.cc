@@ -96,7 +96,7 @@ Executable::~Executable() {
     if (!part.worker->CheckEpoch(part.epoch).ok()) continue;
     DispatchRequest op;
     op.mutable_delete_executables()->add_executable_ids(part.worker_id);
-    (void)part.worker->Send(lane, std::move(op));
+    part.worker->SendAfter(lane, std::move(op));
   }
 }
 

@@ -329,7 +329,7 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     if (!compiled.ok()) return compiled.status();
     DispatchRequest drop;  // only its metadata was wanted
     drop.mutable_delete_executables()->add_executable_ids(request.executable_id());
-    (void)stand_in->Send(id_, std::move(drop));
+    stand_in->SendAfter(id_, std::move(drop));
     for (int64_t& id : *compiled->response.mutable_device_ids()) id = back.at(id);
     compiled->epoch = 0;  // no epoch of the down worker: compiled there when it is back
     SY_LOG(Info) << "session " << policy_.label << ": slice " << down->slice_index()

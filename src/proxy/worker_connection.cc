@@ -397,6 +397,17 @@ absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(uint64_t lane, D
   return ticket;
 }
 
+void WorkerConnection::SendAfter(uint64_t lane, DispatchRequest op) {
+  absl::MutexLock write_lock(&write_mutex_);
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_) return;
+    epoch = epoch_;
+  }
+  (void)SendLocked(OpenLaneOrAnyLocked(lane, epoch), std::move(op), nullptr, 0, nullptr);
+}
+
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
     uint64_t lane, std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.

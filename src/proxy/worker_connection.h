@@ -124,6 +124,10 @@ class WorkerConnection {
   absl::StatusOr<Ticket> Send(uint64_t lane, DispatchRequest op, Done done = nullptr,
                               uint64_t expected_epoch = 0, bool write_here = false)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  // Sends `op`, which needs no answer, after everything sent on `lane`: on it while it is
+  // open, else on any open lane (a closed lane has carried everything out), so that a
+  // deletion coming after a session ended opens no lane for it.
+  void SendAfter(uint64_t lane, DispatchRequest op) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Sends one operation to each of several workers, on `lane` of each, as one step: a
   // launch's parts (ExecuteRequest) get their numbers in each worker's order of
   // multi-host launches here, so every host starts them in the same order relative to

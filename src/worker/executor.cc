@@ -1,6 +1,7 @@
 #include "worker/executor.h"
 
 #include <limits>
+#include <thread>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
@@ -479,11 +480,31 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     trace::Record(absl::StrCat("wait: ", executable->name()), "queue", arrived, finish->handed_over,
                   trace::ThisThreadLane(), request.session());
   }
+  bool competing = false;
   {
     absl::MutexLock lock(&gate.mutex);
     handed_over = true;
     finish->armed = true;
     gate.launches.HandedOver(ticket);
+    competing = gate.launches.fair().Competing(absl::Now()) > 1;
+  }
+  // While flows compete, a launch is charged from when its inputs are computed, not for
+  // waiting on them (a transfer still arriving). Asked only then: it costs an event per
+  // input. An input ready already answers at once, on this thread: it changes nothing.
+  if (competing) {
+    std::weak_ptr<FinishOnce> weak = finish;
+    const std::thread::id here = std::this_thread::get_id();
+    for (const auto& stored : held) {
+      stored->buffer->OnReady([weak, here](absl::Status) {
+        if (std::this_thread::get_id() == here) return;
+        const int64_t now = absl::GetCurrentTimeNanos();
+        std::shared_ptr<FinishOnce> finishing = weak.lock();
+        if (finishing == nullptr) return;
+        int64_t seen = finishing->inputs_ready_ns.load();
+        while (seen < now && !finishing->inputs_ready_ns.compare_exchange_weak(seen, now)) {
+        }
+      });
+    }
   }
   // Done once every device's part is; the context lives until then (custom calls use it).
   struct Pending {
@@ -532,7 +553,9 @@ Executor::FinishOnce::~FinishOnce() {
   trace::Record(executable->name(), "launch", handed_over, now, lane, session);
   absl::MutexLock lock(&gate->mutex);
   RecentLaunch recent;
-  recent.set_device_seconds(gate->launches.Finish(ticket, now));
+  const int64_t ready = inputs_ready_ns.load();
+  recent.set_device_seconds(gate->launches.Finish(
+      ticket, now, ready == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ready)));
   recent.set_program(executable->name());
   recent.set_tenant(tenant);
   recent.set_finished_unix_ms(absl::ToUnixMillis(now));

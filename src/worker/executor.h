@@ -145,6 +145,8 @@ class Executor {
     uint64_t session = 0;
     absl::Time handed_over = absl::InfinitePast();
     std::atomic<bool> armed{false};
+    // When its last input was computed (Unix ns; 0: not asked, or ready at handover).
+    std::atomic<int64_t> inputs_ready_ns{0};
   };
 
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);

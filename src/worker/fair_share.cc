@@ -78,11 +78,11 @@ void FairShare::Start(uint64_t id, absl::Time now) {
   }
 }
 
-double FairShare::Finish(uint64_t id, absl::Time now) {
+double FairShare::Finish(uint64_t id, absl::Time now, absl::Time inputs_ready) {
   auto it = launches_.find(id);
   if (it == launches_.end() || !it->second.started) return 0;
   Launch& launch = it->second;
-  absl::Time began = launch.started_at;
+  absl::Time began = std::max(launch.started_at, std::min(inputs_ready, now));
   for (int device : launch.request.devices) {
     auto last = last_finish_.find(device);
     if (last != last_finish_.end()) began = std::max(began, last->second);

@@ -64,11 +64,12 @@ class FairShare {
   uint64_t NextInOrder() const;
   // Launch `id` (waiting) goes to the devices at `now`.
   void Start(uint64_t id, absl::Time now);
-  // Launch `id` (started) finished at `now`. Its devices were its own from the later
-  // of its start and the last finish on any of them (they run launches in order):
-  // that time, times the number of devices, is what its flow is charged, and what this
-  // returns (0 for an unknown id).
-  double Finish(uint64_t id, absl::Time now);
+  // Launch `id` (started) finished at `now`. Its devices were its own from the latest
+  // of its start, the last finish on any of them (they run launches in order) and
+  // `inputs_ready` (when its last input was computed, if later: a launch waiting for a
+  // transfer holds no device meanwhile): that time, times the number of devices, is
+  // what its flow is charged, and what this returns (0 for an unknown id).
+  double Finish(uint64_t id, absl::Time now, absl::Time inputs_ready = absl::InfinitePast());
   // Launch `id` (waiting or started) will not run or not be measured: it is dropped,
   // and its flow is given back its estimate.
   void Withdraw(uint64_t id);

@@ -47,7 +47,7 @@ void LaunchGate::Abandon(uint64_t ticket) {
   kinds_.erase(ticket);
 }
 
-double LaunchGate::Finish(uint64_t ticket, absl::Time now) {
+double LaunchGate::Finish(uint64_t ticket, absl::Time now, absl::Time inputs_ready) {
   auto it = kinds_.find(ticket);
   if (it == kinds_.end()) return 0;
   const Kind kind = it->second;
@@ -56,7 +56,7 @@ double LaunchGate::Finish(uint64_t ticket, absl::Time now) {
   if (kind.plain) --plain_in_flight_;
   if (in_flight_ <= options_.window / 2) full_ = false;
   if (kind.multi_device) multi_device_running_ = false;
-  return fair_.Finish(ticket, now);
+  return fair_.Finish(ticket, now, inputs_ready);
 }
 
 }  // namespace switchyard::worker

@@ -54,8 +54,8 @@ class LaunchGate {
   // its estimate back.
   void Abandon(uint64_t ticket);
   // A handed-over launch is done on all its devices; returns the device seconds its flow
-  // was charged (FairShare::Finish).
-  double Finish(uint64_t ticket, absl::Time now);
+  // was charged (FairShare::Finish, from `inputs_ready` if later than its start).
+  double Finish(uint64_t ticket, absl::Time now, absl::Time inputs_ready = absl::InfinitePast());
   // Forgets what `program`'s launches cost (it was deleted).
   void Forget(uint64_t program) { fair_.Forget(program); }
 

@@ -221,6 +221,24 @@ TEST(FairShareTest, OverlappingLaunchesAreChargedTheirOwnPart) {
   EXPECT_DOUBLE_EQ(fair.busy().at(1), 0.002);
 }
 
+TEST(FairShareTest, ALaunchIsChargedFromWhenItsInputsAreReady) {
+  FairShare fair;
+  const absl::Time now = absl::FromUnixSeconds(1000);
+  const uint64_t a = fair.Arrive({"a", "a", 1, 1, {0}});
+  fair.Start(a, now);
+  // Its input (a transfer) arrived 5 ms after the handover; the device ran it for 2 ms.
+  EXPECT_DOUBLE_EQ(fair.Finish(a, now + absl::Milliseconds(7), now + absl::Milliseconds(5)),
+                   0.002);
+  EXPECT_DOUBLE_EQ(fair.busy().at(0), 0.002);
+  // Inputs ready before the start change nothing; a time past the finish is taken as it.
+  const uint64_t b = fair.Arrive({"b", "b", 1, 2, {0}});
+  fair.Start(b, now + absl::Milliseconds(10));
+  EXPECT_DOUBLE_EQ(fair.Finish(b, now + absl::Milliseconds(13), now), 0.003);
+  const uint64_t c = fair.Arrive({"c", "c", 1, 3, {0}});
+  fair.Start(c, now + absl::Milliseconds(20));
+  EXPECT_DOUBLE_EQ(fair.Finish(c, now + absl::Milliseconds(21), now + absl::Seconds(1)), 0);
+}
+
 TEST(FairShareTest, WithdrawnLaunchesLeaveNothingBehind) {
   FairShare fair;
   const uint64_t a = fair.Arrive({"a", "a", 1, 1, {0}});
