@@ -35,35 +35,42 @@ uint64_t FairShare::Arrive(Request request) {
   launch.request = std::move(request);
   launches_.emplace(id, std::move(launch));
   ++waiting_;
+  found_ = false;
   return id;
 }
 
 uint64_t FairShare::Next() const {
-  // Few wait at once (one launch per operation stream), so a scan is cheapest.
-  const Launch* best = nullptr;
-  uint64_t best_id = 0;
-  for (const auto& [id, launch] : launches_) {
-    if (launch.started || launch.request.in_order) continue;
-    if (best == nullptr || launch.start < best->start ||
-        (launch.start == best->start && launch.order < best->order)) {
-      best = &launch;
-      best_id = id;
-    }
-  }
-  return best_id;
+  if (!found_) FindNext();
+  return next_;
 }
 
 uint64_t FairShare::NextInOrder() const {
-  uint64_t first = 0;
+  if (!found_) FindNext();
+  return next_in_order_;
+}
+
+void FairShare::FindNext() const {
+  // Few wait at once (one launch per operation stream), so a scan is cheapest.
+  const Launch* best = nullptr;
+  next_ = 0;
+  next_in_order_ = 0;
   for (const auto& [id, launch] : launches_) {
-    if (!launch.started && launch.request.in_order && (first == 0 || id < first)) first = id;
+    if (launch.started) continue;
+    if (launch.request.in_order) {
+      if (next_in_order_ == 0 || id < next_in_order_) next_in_order_ = id;
+    } else if (best == nullptr || launch.start < best->start ||
+               (launch.start == best->start && launch.order < best->order)) {
+      best = &launch;
+      next_ = id;
+    }
   }
-  return first;
+  found_ = true;
 }
 
 void FairShare::Start(uint64_t id, absl::Time now) {
   auto it = launches_.find(id);
   if (it == launches_.end() || it->second.started) return;
+  found_ = false;
   it->second.started = true;
   it->second.started_at = now;
   it->second.queued =
@@ -136,6 +143,7 @@ double FairShare::Estimate(uint64_t program) const {
 }
 
 void FairShare::Release(uint64_t id) {
+  found_ = false;
   auto it = launches_.find(id);
   queued_ = launches_.size() == 1 ? 0 : std::max(0.0, queued_ - it->second.queued);
   auto flow = flows_.find(it->second.request.flow);

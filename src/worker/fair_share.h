@@ -109,6 +109,9 @@ class FairShare {
     double queued = 0;  // its part of `queued_` once started
   };
   void Release(uint64_t id);  // drops a launch, and its flow once it has none
+  // Finds Next and NextInOrder once per change: every launch waiting at the gate asks
+  // each time the gate's lock is let go, and a scan each is quadratic in the waiters.
+  void FindNext() const;
 
   uint64_t next_id_ = 1;
   double virtual_time_ = 0;
@@ -122,6 +125,9 @@ class FairShare {
   std::map<std::string, double> served_;
   std::map<int, double> busy_;
   absl::flat_hash_map<std::string, absl::Time> finished_at_;  // flow -> its last finish
+  mutable bool found_ = true;  // `next_` and `next_in_order_` are current
+  mutable uint64_t next_ = 0;
+  mutable uint64_t next_in_order_ = 0;
 };
 
 }  // namespace switchyard::worker
