@@ -101,8 +101,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
       const uint64_t id = NewWorkerObjectId();
       SY_ASSIGN_OR_RETURN(uint64_t epoch,
                           PutBuffer(worker, id, device, dtype, shape, std::string(all), ""));
-      array->shards[i] =
-          std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
+      array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device,
+                                                        WorkerConnection::Ticket{epoch, 0, 0, id_});
     }
     array->sharding = std::move(sharding);
     return array;
@@ -149,8 +149,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
                           PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), *shard,
                                     memory_kind, PutPlane{policy_.upload_plane, shard}));
     }
-    array->shards[i] =
-        std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
+    array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device,
+                                                      WorkerConnection::Ticket{epoch, 0, 0, id_});
   }
   array->sharding = std::move(sharding);
   return array;
@@ -367,8 +367,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
         const uint64_t id = NewWorkerObjectId();
         SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
                                                       sharding.memory_kind.value_or(""), plane));
-        array->shards[index] =
-            std::make_shared<RemoteBuffer>(worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
+        array->shards[index] = std::make_shared<RemoteBuffer>(
+            worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
       }
     }
     array->sharding = std::move(sharding);

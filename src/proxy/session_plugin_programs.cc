@@ -344,7 +344,8 @@ absl::Status Session::WritePersisted(const PersistenceWrite& write,
     DispatchRequest op;
     batch.request.set_session(id_);
     *op.mutable_save_shards() = std::move(batch.request);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join, batch.epoch);
+    absl::StatusOr<WorkerConnection::Ticket> sent =
+        worker->Send(id_, std::move(op), join, batch.epoch);
     if (!sent.ok()) join(sent.status());  // `join` is not called by Send then
   }
   return absl::OkStatus();

@@ -420,18 +420,25 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   });
   for (size_t i : order) parts[i].worker->write_mutex_.Lock();
   absl::Status down;
+  std::vector<Lane*> lanes(parts.size());
   for (size_t i : order) {
-    WorkerConnection* worker = parts[i].worker;
-    absl::StatusOr<Lane*> opened = worker->EnsureLaneLocked(lane);
+    absl::StatusOr<Lane*> opened = parts[i].worker->EnsureLaneLocked(lane);
     if (!opened.ok()) {
       down = opened.status();
     } else if (parts[i].expected_epoch != 0 && (*opened)->epoch != parts[i].expected_epoch) {
-      down = worker->CheckEpoch(parts[i].expected_epoch);
-    } else if ((*opened)->numbers_gangs && parts[i].op.has_execute()) {
-      // Numbered while every host's write lock is held: the same order on each.
-      parts[i].op.mutable_execute()->set_gang(worker->NextGangLocked((*opened)->epoch));
+      down = parts[i].worker->CheckEpoch(parts[i].expected_epoch);
+    } else {
+      lanes[i] = *opened;
     }
     if (!down.ok()) break;
+  }
+  // Numbered once every part can go (a number taken and never sent would hold up the
+  // host's later multi-host launches), while every host's write lock is held: the same
+  // order on each.
+  for (size_t i = 0; i < parts.size() && down.ok(); ++i) {
+    if (lanes[i]->numbers_gangs && parts[i].op.has_execute()) {
+      parts[i].op.mutable_execute()->set_gang(parts[i].worker->NextGangLocked(lanes[i]->epoch));
+    }
   }
   // A host whose epoch ends between the check above and its write gets nothing while
   // its peers get their parts; those then wait in a collective until the plugin gives

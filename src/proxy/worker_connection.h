@@ -202,7 +202,7 @@ class WorkerConnection {
     uint64_t key = 0;
     uint64_t epoch = 0;
     uint64_t stream_id = 0;
-    bool numbers_gangs = false;  // the worker orders multi-host launches by their number
+    bool numbers_gangs = false;        // the worker orders multi-host launches by their number
     std::shared_ptr<LaneState> state;  // declared first: its context outlives the stream
     std::shared_ptr<Stream> stream;
     // Writes the stream's operations in order, on its own thread or a claiming sender's.
@@ -230,13 +230,14 @@ class WorkerConnection {
   // The next number of a multi-host launch in `epoch`.
   uint64_t NextGangLocked(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   // Takes the deletions that may go on `lane`: its own, and those of lanes not open.
-  std::vector<uint64_t> TakeDeletesLocked(const Lane& lane) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  std::vector<uint64_t> TakeDeletesLocked(const Lane& lane)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
   // Queues `op` for the lane's writer (never blocks), or for the caller to write
   // (`claims`); false once the stream failed.
   static bool WriteLocked(Lane& lane, DispatchRequest op, Claims* claims = nullptr);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state, uint64_t stream_id);
+  void ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state,
+                uint64_t stream_id);
   std::string Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status CheckEpochLocked(uint64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
@@ -270,7 +271,7 @@ class WorkerConnection {
   // The current epoch's lanes, by key, to cancel and watch without the write lock.
   absl::flat_hash_map<uint64_t, std::shared_ptr<LaneState>> live_lanes_ ABSL_GUARDED_BY(mutex_);
   std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);  // by seq
-  bool closing_ ABSL_GUARDED_BY(mutex_) = false;  // the proxy is stopping: no news
+  bool closing_ ABSL_GUARDED_BY(mutex_) = false;                // the proxy is stopping: no news
   // Deletions waiting for their lane's next operation, by lane.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> pending_deletes_ ABSL_GUARDED_BY(mutex_);
 };

@@ -4,7 +4,9 @@
 
 namespace switchyard::worker {
 
-bool GangOrder::MayGo(uint64_t owner, uint64_t gang) const { return gang == 0 || gang <= Next(owner); }
+bool GangOrder::MayGo(uint64_t owner, uint64_t gang) const {
+  return gang == 0 || gang <= Next(owner);
+}
 
 void GangOrder::Passed(uint64_t owner, uint64_t gang) {
   if (gang == 0) return;

@@ -227,8 +227,7 @@ TEST(FairShareTest, ALaunchIsChargedFromWhenItsInputsAreReady) {
   const uint64_t a = fair.Arrive({"a", "a", 1, 1, {0}});
   fair.Start(a, now);
   // Its input (a transfer) arrived 5 ms after the handover; the device ran it for 2 ms.
-  EXPECT_DOUBLE_EQ(fair.Finish(a, now + absl::Milliseconds(7), now + absl::Milliseconds(5)),
-                   0.002);
+  EXPECT_DOUBLE_EQ(fair.Finish(a, now + absl::Milliseconds(7), now + absl::Milliseconds(5)), 0.002);
   EXPECT_DOUBLE_EQ(fair.busy().at(0), 0.002);
   // Inputs ready before the start change nothing; a time past the finish is taken as it.
   const uint64_t b = fair.Arrive({"b", "b", 1, 2, {0}});
