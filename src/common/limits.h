@@ -183,6 +183,12 @@ inline constexpr int64_t kSharedFilesKeptMax = int64_t{1} << 30;
 // after this many buffer deletions (a few arrays free too little to be worth it).
 inline constexpr int64_t kHeapTrimQuietMs = 2000;
 inline constexpr int64_t kHeapTrimIntervalMinMs = 10 * 1000;
+// malloc arenas the proxy may make. Each session's lanes start threads of their own, and
+// glibc gives new threads arenas of their own up to 8 per core: small objects that
+// outlive a session, made by those threads in the arena that held the session's arrays,
+// kept up to 33 MiB of it resident after the session ended, out of malloc_trim's reach
+// (test_memory_returned, one round in three). With two arenas every round came back.
+inline constexpr int kProxyMallocArenas = 2;
 inline constexpr int64_t kHeapTrimAfterDeletedBuffers = 1000;
 
 // Deletions ride with the next operation to a worker; those still waiting are sent

@@ -1,10 +1,13 @@
 #include "proxy/proxy.h"
 
+#include <malloc.h>
+
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/bulk_server.h"
 #include "common/copy_count.h"
+#include "common/limits.h"
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/heap_trim.h"
@@ -142,6 +145,8 @@ absl::StatusOr<std::unique_ptr<bulk::Server>> StartUploadPlane(const ProxyOption
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptions& options) {
+  // Before the proxy's threads start: arenas are given out as threads first allocate.
+  mallopt(M_ARENA_MAX, limits::kProxyMallocArenas);
   auto callbacks = std::make_unique<HostCallbackService>();
   auto fleet = std::make_unique<Fleet>(
       options.resource_manager_address,
