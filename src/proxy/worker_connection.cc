@@ -352,11 +352,6 @@ void WorkerConnection::CheckStall(absl::Duration limit) {
   }
 }
 
-size_t WorkerConnection::open_lanes() const {
-  absl::MutexLock lock(&mutex_);
-  return live_lanes_.size();
-}
-
 void WorkerConnection::SendDeletes() {
   std::vector<uint64_t> keys;
   {

@@ -162,8 +162,6 @@ class WorkerConnection {
   // cancelled). Deletions of buffers it made go on another lane from then on. Blocks
   // for the writes (a session's own thread, as it ends).
   void CloseLane(uint64_t lane, absl::Duration grace) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
-  // Lanes open in the current epoch (for tests and metrics).
-  size_t open_lanes() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   // For a unary call: the stub, and the call's metadata (owner, boot) on `context`.
   // Opens a lane if none is open, so that what the call makes is held by the owner's
