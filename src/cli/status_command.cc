@@ -5,9 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/grpc_server.h"
+#include "common/limits.h"
 #include "google/protobuf/util/json_util.h"
 #include "switchyard/rm.grpc.pb.h"
 
@@ -123,10 +125,22 @@ std::string Json(const google::protobuf::Message& message) {
 int RunStatus() {
   const std::string address = absl::GetFlag(FLAGS_resource_manager_address);
   auto stub = ResourceManager::NewStub(CreateChannel(address));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  const auto deadline =
+      std::chrono::system_clock::now() + std::chrono::milliseconds(limits::kStatusCallMs);
   Fleet fleet;
-  grpc::Status status = stub->GetFleet(&context, GetFleetRequest(), &fleet);
+  grpc::Status status;
+  // On a loaded host a connection can fail once (a TLS handshake cut short) while the RM
+  // is fine: ask again before saying it cannot be reached.
+  for (int attempt = 1;; ++attempt) {
+    grpc::ClientContext context;
+    context.set_deadline(deadline);
+    status = stub->GetFleet(&context, GetFleetRequest(), &fleet);
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        attempt == limits::kStatusAttempts) {
+      break;
+    }
+    absl::SleepFor(absl::Milliseconds(limits::kStatusRetryMs));
+  }
   if (!status.ok()) {
     std::fprintf(stderr, "switchyard status: cannot reach the resource manager at %s: %s\n",
                  address.c_str(), status.error_message().c_str());
@@ -135,7 +149,7 @@ int RunStatus() {
   // The shared pool's leases; an RM that predates them answers UNIMPLEMENTED.
   LeaseTable leases;
   grpc::ClientContext leases_context;
-  leases_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  leases_context.set_deadline(deadline);
   (void)stub->GetLeases(&leases_context, GetLeasesRequest(), &leases);
   if (absl::GetFlag(FLAGS_json)) {
     // The fleet's fields, and the leases under "leases".

@@ -26,6 +26,11 @@ inline constexpr int64_t kKeepaliveTimeMs = 10 * 1000;
 inline constexpr int64_t kKeepaliveTimeoutMs = 5 * 1000;
 // A worker that cannot reach the RM retries with exponential backoff up to this.
 inline constexpr int64_t kRegisterBackoffMaxMs = 5000;
+// `switchyard status` answers within this, trying a failed connection this many times
+// this far apart: a refused RM is reported in well under a second.
+inline constexpr int64_t kStatusCallMs = 5000;
+inline constexpr int kStatusAttempts = 3;
+inline constexpr int64_t kStatusRetryMs = 200;
 
 // The RM's tables: a registration or request past these is refused, so no peer can
 // grow the RM without bound. Sizes of real fleets are far below.
