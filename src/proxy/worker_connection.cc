@@ -220,7 +220,8 @@ absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint6
   if (!lanes) key = 0;  // the worker reads one stream: everything goes on it, in order
   Lane& lane = lanes_[key];
   if (lane.epoch == epoch && lane.stream != nullptr) return &lane;
-  // Readers of ended streams are joined here, so they do not pile up.
+  // Readers of ended streams are joined here, so they do not pile up (each has left its
+  // loop: the join waits for nothing).
   for (auto it = readers_.begin(); it != readers_.end();) {
     if (it->finished->load()) {
       it->thread.join();
@@ -244,6 +245,8 @@ absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint6
   context->AddMetadata(kOwnerMetadata, owner);
   context->AddMetadata(kBootMetadata, boot);
   context->AddMetadata(kStreamMetadata, absl::StrCat(lane.stream_id));
+  // Under the write lock, but it waits for nothing: the call is queued until the
+  // channel connects (WorkerConnectionTest.OpeningLanesToAWorkerThatDoesNotAnswer...).
   lane.stream = std::shared_ptr<Stream>(stub->Dispatch(context.get()));
   // Operations go out on a thread of the stream's own: a sender never waits on a worker
   // that is slow to read (and never holds the write lock while it does).

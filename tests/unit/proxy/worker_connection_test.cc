@@ -4,8 +4,14 @@
 
 #include "proxy/worker_connection.h"
 
-#include <atomic>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "switchyard/worker.pb.h"
@@ -130,6 +136,56 @@ TEST(WorkerConnectionTest, AwaitOnADownHostAnswersAtOnce) {
   });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(1)));
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+}
+
+// A loopback port whose accept queue is full and never served: the kernel drops new
+// connections' SYNs, so a connect hangs as it does to a dark host.
+class DarkPort {
+ public:
+  DarkPort() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&address), size) != 0 || listen(fd_, 0) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&address), &size) != 0) {
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    for (int i = 0; i < 2; ++i) {  // fill the queue
+      fillers_.push_back(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));
+      (void)connect(fillers_.back(), reinterpret_cast<sockaddr*>(&address), size);
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ~DarkPort() {
+    for (int fd : fillers_) close(fd);
+    close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+  std::vector<int> fillers_;
+};
+
+TEST(WorkerConnectionTest, OpeningLanesToAWorkerThatDoesNotAnswerHoldsNoSenderUp) {
+  DarkPort dark;
+  ASSERT_NE(dark.port(), 0);
+  WorkerConnection worker(0, 0);
+  worker.Update(HostView{absl::StrCat("127.0.0.1:", dark.port()), "boot-a", true, false});
+  ASSERT_TRUE(worker.up());
+  // Each session's first operation opens its lane; none waits for the connection.
+  const absl::Time start = absl::Now();
+  for (uint64_t lane = 1; lane <= 4; ++lane) {
+    EXPECT_TRUE(worker.Send(lane, DeleteOp(lane)).ok());
+  }
+  grpc::ClientContext context;
+  EXPECT_TRUE(worker.PrepareCall(&context).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  worker.Close();
 }
 
 }  // namespace
