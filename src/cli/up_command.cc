@@ -255,6 +255,120 @@ bool WaitForServer(Cluster* cluster, const std::string& name, const std::string&
   return false;
 }
 
+// The plugin the workers load: --pjrt_plugin, else $SWITCHYARD_PJRT_PLUGIN; empty (and
+// said why) if there is none readable.
+std::string ReadablePlugin() {
+  std::string plugin = absl::GetFlag(FLAGS_pjrt_plugin);
+  if (plugin.empty() && std::getenv("SWITCHYARD_PJRT_PLUGIN") != nullptr) {
+    plugin = std::getenv("SWITCHYARD_PJRT_PLUGIN");
+  }
+  if (plugin.empty() || access(plugin.c_str(), R_OK) != 0) {
+    SY_LOG(Error) << "no readable PJRT plugin ('" << plugin
+                  << "'): pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
+    return "";
+  }
+  return plugin;
+}
+
+// The cluster's own directory (0700): the RM's state file, which keeps device ids so
+// that an RM restarted under a running session gives every device the id the client
+// holds, and the Unix sockets. Lower case: jaxlib lower-cases JAX_BACKEND_TARGET,
+// socket path included.
+absl::StatusOr<std::string> MakeClusterDirectory() {
+  absl::BitGen random;
+  for (int attempt = 0;; ++attempt) {
+    std::string candidate = absl::StrCat(
+        "/tmp/switchyard-up-", absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
+    if (mkdir(candidate.c_str(), 0700) == 0) return candidate;
+    if (errno != EEXIST || attempt > 100) {
+      return absl::InternalError(
+          absl::StrCat("cannot create the cluster's directory: ", std::strerror(errno)));
+    }
+  }
+}
+
+// Every process gets the storage and the fleet's TLS flags.
+std::vector<std::string> WithSharedFlags(std::vector<std::string> args) {
+  for (std::string flag :
+       {absl::StrCat("--gcs_scratch_location=", absl::GetFlag(FLAGS_gcs_scratch_location)),
+        absl::StrCat("--storage_mount_root=", absl::GetFlag(FLAGS_storage_mount_root)),
+        absl::StrCat("--compilation_cache_max_bytes=",
+                     absl::GetFlag(FLAGS_compilation_cache_max_bytes)),
+        absl::StrCat("--tls_ca_file=", absl::GetFlag(FLAGS_tls_ca_file)),
+        absl::StrCat("--tls_cert_file=", absl::GetFlag(FLAGS_tls_cert_file)),
+        absl::StrCat("--tls_key_file=", absl::GetFlag(FLAGS_tls_key_file))}) {
+    args.push_back(std::move(flag));
+  }
+  return args;
+}
+
+// --metrics_port=P: the proxy serves metrics on P, the rm on P+1, worker i on P+2+i
+// (0: each a free port, logged).
+std::string MetricsFlag(int offset) {
+  const int port = absl::GetFlag(FLAGS_metrics_port);
+  return absl::StrCat("--metrics_port=", port > 0 ? port + offset : port);
+}
+
+std::vector<std::string> RmArgs(const Endpoint& rm, const std::string& state_file) {
+  return WithSharedFlags(
+      {"rm", rm.flags[0], rm.flags[1], MetricsFlag(1), absl::StrCat("--state_file=", state_file),
+       absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
+       absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
+       absl::StrCat("--lease_max_hold=",
+                    absl::FormatDuration(absl::GetFlag(FLAGS_lease_max_hold)))});
+}
+
+// Worker `i` of `workers`, each on a host of its own: slices of --hosts_per_slice.
+std::vector<std::string> WorkerArgs(int i, int workers, const Endpoint& worker,
+                                    const std::string& rm_address, const std::string& plugin) {
+  const int hosts_per_slice = absl::GetFlag(FLAGS_hosts_per_slice);
+  return WithSharedFlags(
+      {"worker", absl::StrCat("--resource_manager_address=", rm_address), MetricsFlag(2 + i),
+       worker.flags[0], worker.flags[1], absl::StrCat("--slice_index=", i / hosts_per_slice),
+       absl::StrCat("--host_index=", i % hosts_per_slice), absl::StrCat("--pjrt_plugin=", plugin),
+       // Empty: each worker finds one (and says which).
+       absl::StrCat("--python=", absl::GetFlag(FLAGS_python)),
+       absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
+       absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
+       absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
+       absl::StrCat("--sidecar_writable_paths=",
+                    absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
+       absl::StrCat("--cpu_device_count=", absl::GetFlag(FLAGS_devices_per_worker)),
+       absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
+       absl::StrCat("--workers_per_host=", workers)});
+}
+
+std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_address) {
+  return WithSharedFlags(
+      {"proxy", proxy.flags[0], proxy.flags[1], MetricsFlag(0),
+       absl::StrCat("--resource_manager_address=", rm_address),
+       absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
+       absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
+       absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
+       absl::StrCat("--session_max_host_buffer_bytes=",
+                    absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
+       absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
+       absl::StrCat("--session_idle_timeout=",
+                    absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
+       absl::StrCat("--large_transfer_directory=", absl::GetFlag(FLAGS_large_transfer_directory)),
+       absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))});
+}
+
+// Restarts a child that dies until SIGINT or SIGTERM comes.
+void Supervise(Cluster& cluster, const sigset_t& signals) {
+  cluster.Supervise();
+  for (;;) {
+    cluster.Reap();
+    const absl::Duration wait = std::min(cluster.RestartDue(), absl::Seconds(1));
+    const timespec timeout = absl::ToTimespec(wait);
+    const int signal = sigtimedwait(&signals, nullptr, &timeout);
+    if (signal == SIGINT || signal == SIGTERM) {
+      SY_LOG(Info) << "signal " << signal << ": stopping the cluster";
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 int RunUp(const char* argv0) {
@@ -272,17 +386,8 @@ int RunUp(const char* argv0) {
     SY_LOG(Error) << "--workers, --devices_per_worker and --hosts_per_slice must be at least 1";
     return 2;
   }
-  std::string plugin = absl::GetFlag(FLAGS_pjrt_plugin);
-  if (plugin.empty() && std::getenv("SWITCHYARD_PJRT_PLUGIN") != nullptr) {
-    plugin = std::getenv("SWITCHYARD_PJRT_PLUGIN");
-  }
-  if (plugin.empty() || access(plugin.c_str(), R_OK) != 0) {
-    SY_LOG(Error) << "no readable PJRT plugin ('" << plugin
-                  << "'): pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
-    return 2;
-  }
-  // Empty: each worker finds one (and says which).
-  const std::string python = absl::GetFlag(FLAGS_python);
+  const std::string plugin = ReadablePlugin();
+  if (plugin.empty()) return 2;
   const std::string host = absl::GetFlag(FLAGS_listen_host);
   const int rm_port = absl::GetFlag(FLAGS_rm_port);
   const int proxy_port = absl::GetFlag(FLAGS_proxy_port);
@@ -297,23 +402,16 @@ int RunUp(const char* argv0) {
   ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::string self_path = n > 0 ? std::string(self, n) : std::string(argv0);
 
-  // The cluster's own directory (0700): the RM's state file, which keeps device ids so
-  // that an RM restarted under a running session gives every device the id the client
-  // holds, and the Unix sockets.
-  // Lower case: jaxlib lower-cases JAX_BACKEND_TARGET, socket path included.
-  std::string state_dir;
-  absl::BitGen random;
-  for (int attempt = 0; state_dir.empty(); ++attempt) {
-    std::string candidate = absl::StrCat(
-        "/tmp/switchyard-up-", absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
-    if (mkdir(candidate.c_str(), 0700) == 0) {
-      state_dir = std::move(candidate);
-    } else if (errno != EEXIST || attempt > 100) {
-      SY_LOG(Error) << "cannot create the cluster's directory: " << std::strerror(errno);
-      return 1;
-    }
+  absl::StatusOr<std::string> made = MakeClusterDirectory();
+  if (!made.ok()) {
+    SY_LOG(Error) << made.status().message();
+    return 1;
   }
-  const std::string state_file = absl::StrCat(state_dir, "/rm-state");
+  const std::string state_dir = *std::move(made);
+  absl::Cleanup remove_state = [&] {
+    std::error_code ignored;  // with the state, any temporary a killed RM left
+    std::filesystem::remove_all(state_dir, ignored);
+  };
   // The flags that put a process on a Unix socket or on TCP, and the address to dial.
   auto endpoint = [&](bool tcp, const std::string& socket_name, int port) {
     return tcp ? Endpoint{{absl::StrCat("--server_port=", port),
@@ -325,10 +423,6 @@ int RunUp(const char* argv0) {
   };
   const Endpoint rm = endpoint(rm_port >= 0, "rm.sock", rm_port);
   const std::string& rm_address = rm.address;
-  absl::Cleanup remove_state = [&] {
-    std::error_code ignored;  // with the state, any temporary a killed RM left
-    std::filesystem::remove_all(state_dir, ignored);
-  };
 
   // The compilation cache: checked here first (a bad location stops `up` with the
   // reason), then passed on to every process, as Pathways does.
@@ -336,35 +430,9 @@ int RunUp(const char* argv0) {
     SY_LOG(Error) << cache.status().message();
     return 2;
   }
-  // Every process gets the storage and the fleet's TLS flags.
-  const std::vector<std::string> shared = {
-      absl::StrCat("--gcs_scratch_location=", absl::GetFlag(FLAGS_gcs_scratch_location)),
-      absl::StrCat("--storage_mount_root=", absl::GetFlag(FLAGS_storage_mount_root)),
-      absl::StrCat("--compilation_cache_max_bytes=",
-                   absl::GetFlag(FLAGS_compilation_cache_max_bytes)),
-      absl::StrCat("--tls_ca_file=", absl::GetFlag(FLAGS_tls_ca_file)),
-      absl::StrCat("--tls_cert_file=", absl::GetFlag(FLAGS_tls_cert_file)),
-      absl::StrCat("--tls_key_file=", absl::GetFlag(FLAGS_tls_key_file))};
-  auto with_shared = [&shared](std::vector<std::string> args) {
-    args.insert(args.end(), shared.begin(), shared.end());
-    return args;
-  };
-  // --metrics_port=P: the proxy serves metrics on P, the rm on P+1, worker i on P+2+i
-  // (0: each a free port, logged).
-  const int metrics_port = absl::GetFlag(FLAGS_metrics_port);
-  auto metrics_flag = [metrics_port](int offset) {
-    return absl::StrCat("--metrics_port=", metrics_port > 0 ? metrics_port + offset : metrics_port);
-  };
 
   Cluster cluster(self_path);
-  cluster.Start(
-      "rm",
-      with_shared({"rm", rm.flags[0], rm.flags[1], metrics_flag(1),
-                   absl::StrCat("--state_file=", state_file),
-                   absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
-                   absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
-                   absl::StrCat("--lease_max_hold=",
-                                absl::FormatDuration(absl::GetFlag(FLAGS_lease_max_hold)))}));
+  cluster.Start("rm", RmArgs(rm, absl::StrCat(state_dir, "/rm-state")));
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
@@ -372,21 +440,7 @@ int RunUp(const char* argv0) {
     const Endpoint worker = endpoint(worker_port >= 0, absl::StrCat("worker-", i, ".sock"),
                                      worker_port == 0 ? 0 : worker_port + i);
     const std::string name = absl::StrCat("worker ", i);
-    cluster.Start(
-        name,
-        with_shared(
-            {"worker", absl::StrCat("--resource_manager_address=", rm_address), metrics_flag(2 + i),
-             worker.flags[0], worker.flags[1], absl::StrCat("--slice_index=", i / hosts_per_slice),
-             absl::StrCat("--host_index=", i % hosts_per_slice),
-             absl::StrCat("--pjrt_plugin=", plugin), absl::StrCat("--python=", python),
-             absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
-             absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
-             absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
-             absl::StrCat("--sidecar_writable_paths=",
-                          absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
-             absl::StrCat("--cpu_device_count=", devices),
-             absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
-             absl::StrCat("--workers_per_host=", workers)}));
+    cluster.Start(name, WorkerArgs(i, workers, worker, rm_address, plugin));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));
@@ -394,21 +448,7 @@ int RunUp(const char* argv0) {
     }
   }
   const Endpoint proxy = endpoint(proxy_port >= 0, "proxy.sock", proxy_port);
-  cluster.Start(
-      "proxy",
-      with_shared({"proxy", proxy.flags[0], proxy.flags[1], metrics_flag(0),
-                   absl::StrCat("--resource_manager_address=", rm_address),
-                   absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
-                   absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
-                   absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
-                   absl::StrCat("--session_max_host_buffer_bytes=",
-                                absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
-                   absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
-                   absl::StrCat("--session_idle_timeout=",
-                                absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
-                   absl::StrCat("--large_transfer_directory=",
-                                absl::GetFlag(FLAGS_large_transfer_directory)),
-                   absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))}));
+  cluster.Start("proxy", ProxyArgs(proxy, rm_address));
   if (!WaitForServer(&cluster, "proxy", proxy.address, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));
@@ -425,17 +465,7 @@ int RunUp(const char* argv0) {
   std::fflush(stdout);
 
   // From here on a child that dies is restarted; `up` itself stops only on a signal.
-  cluster.Supervise();
-  for (;;) {
-    cluster.Reap();
-    const absl::Duration wait = std::min(cluster.RestartDue(), absl::Seconds(1));
-    const timespec timeout = absl::ToTimespec(wait);
-    const int signal = sigtimedwait(&signals, nullptr, &timeout);
-    if (signal == SIGINT || signal == SIGTERM) {
-      SY_LOG(Info) << "signal " << signal << ": stopping the cluster";
-      break;
-    }
-  }
+  Supervise(cluster, signals);
   cluster.Stop(absl::Seconds(10));
   SY_LOG(Info) << "stopped";
   return 0;

@@ -285,9 +285,7 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
     sessions_[session_id].activity = activity;
   }
   int64_t requests = 0;
-  absl::Status ended;   // how the stream ends: OK unless the client sent what does not parse
-  absl::Status failed;  // set once the session has failed (--num_elastic_slices)
-  int64_t failed_requests = 0;
+  absl::Status ended;  // how the stream ends: OK unless the client sent what does not parse
   {
     // Answers that come later are written from other threads, until the loop ends.
     auto sink = std::make_shared<proxy::ResponseSink>(
@@ -300,34 +298,7 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
     Session session(
         session_id, version, fleet_, store, [context] { return context->IsCancelled(); }, sink,
         std::move(policy));
-    w::IfrtRequest request;
-    while (true) {
-      absl::StatusOr<bool> read = ReadRequest(stream, requests + 1, &request);
-      if (!read.ok()) {
-        SY_LOG(Warning) << "session " << label << ": " << read.status().message();
-        ended = read.status();
-        break;
-      }
-      if (!*read) break;
-      RecordWire("ifrt_request", request);
-      activity->Asked();
-      ++requests;
-      ++requests_;
-      client_bytes_in_ += static_cast<int64_t>(request.ByteSizeLong());
-      if (failed.ok()) failed = session.Health();
-      if (failed.ok() && lease != nullptr) failed = lease->Held();
-      if (!failed.ok()) {
-        // A failed session answers every request with the reason, until the client goes.
-        if (failed_requests++ == 0) SY_LOG(Warning) << failed.message();
-        w::IfrtResponse refused;
-        refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
-        *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
-        if (!sink->Write(std::move(refused))) break;
-        continue;
-      }
-      std::optional<w::IfrtResponse> response = session.Process(request);
-      if (response.has_value() && !sink->Write(*std::move(response))) break;
-    }
+    ended = ServeRequests(stream, session, *sink, *activity, lease.get(), label, &requests);
     // The client is done: answers still on their way are dropped, so that a worker's
     // reader thread never blocks writing to a stream nobody reads while the session
     // below waits for that worker.
@@ -336,6 +307,40 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
                  << session.arrays() << " arrays";
   }
   return ToGrpcStatus(ended);
+}
+
+absl::Status IfrtService::ServeRequests(SessionStream* stream, Session& session, ResponseSink& sink,
+                                        SessionActivity& activity, SliceLease* lease,
+                                        const std::string& label, int64_t* requests) {
+  absl::Status failed;  // set once the session has failed (--num_elastic_slices)
+  int64_t failed_requests = 0;
+  w::IfrtRequest request;
+  while (true) {
+    absl::StatusOr<bool> read = ReadRequest(stream, *requests + 1, &request);
+    if (!read.ok()) {
+      SY_LOG(Warning) << "session " << label << ": " << read.status().message();
+      return read.status();
+    }
+    if (!*read) return absl::OkStatus();
+    RecordWire("ifrt_request", request);
+    activity.Asked();
+    ++*requests;
+    ++requests_;
+    client_bytes_in_ += static_cast<int64_t>(request.ByteSizeLong());
+    if (failed.ok()) failed = session.Health();
+    if (failed.ok() && lease != nullptr) failed = lease->Held();
+    if (!failed.ok()) {
+      // A failed session answers every request with the reason, until the client goes.
+      if (failed_requests++ == 0) SY_LOG(Warning) << failed.message();
+      w::IfrtResponse refused;
+      refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+      *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
+      if (!sink.Write(std::move(refused))) return absl::OkStatus();
+      continue;
+    }
+    std::optional<w::IfrtResponse> response = session.Process(request);
+    if (response.has_value() && !sink.Write(*std::move(response))) return absl::OkStatus();
+  }
 }
 
 absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindStore(

@@ -29,6 +29,9 @@
 
 namespace switchyard::proxy {
 
+class ResponseSink;
+class Session;
+
 struct IfrtServiceOptions {
   int num_elastic_slices = -1;                // see SessionPolicy
   TenantTokens tokens;                        // none: every session is let in
@@ -89,6 +92,12 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   // itself: gRPC's own parse ends a stream whose message does not parse as if the
   // client had closed it (status OK); here it ends with INVALID_ARGUMENT saying which.
   grpc::Status ServeSession(grpc::ServerContext* context, SessionStream* stream);
+  // Reads the session's requests and answers them (a failed session with its reason)
+  // until the client is done or its stream breaks, counting them in `requests`. Returns
+  // how the stream ends: OK unless the client sent what does not parse.
+  absl::Status ServeRequests(SessionStream* stream, Session& session, ResponseSink& sink,
+                             SessionActivity& activity, SliceLease* lease, const std::string& label,
+                             int64_t* requests);
   // Serve HostBufferStore and HostBufferLookup: their messages as bytes, read into and
   // sent from the host buffer's own memory (proxy/host_buffer_wire.h).
   grpc::Status ServeStore(grpc::ServerContext* context, SessionStream* stream);

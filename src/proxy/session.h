@@ -213,6 +213,24 @@ class Session {
                                         wire::LoadedExecutableMetadataResponse* response);
   absl::Status HandleExecute(const wire::LoadedExecutableExecuteRequest& request,
                              wire::LoadedExecutableExecuteResponse* response);
+  // A compiled program's launch: one operation per part (per worker).
+  struct LaunchPlan {
+    std::vector<DispatchRequest> launches;
+    std::vector<std::vector<size_t>> positions;  // per part: its devices' places in the program's
+    std::vector<WorkerConnection::Ticket> tickets;      // per part, once sent
+    std::vector<std::shared_ptr<Completion>> computed;  // per part: its worker's answer
+    absl::Status lost;  // a DATA_LOSS the outputs carry (the launch met a lost slice)
+  };
+  // Each part's launch: the shard of every argument on each of its devices, and fresh
+  // output ids. Everything is checked before the first output id is taken.
+  absl::Status PlanLaunch(const Executable& executable,
+                          const std::vector<std::shared_ptr<Array>>& args, LaunchPlan* plan);
+  // Sends the parts (several as one step) within the session's budget of launches in
+  // flight; one that cannot go makes the outputs lost.
+  absl::Status SendLaunch(const Executable& executable, LaunchPlan* plan);
+  // The launch's output arrays, their shards in the program's device order.
+  static std::vector<std::shared_ptr<Array>> LaunchOutputs(const Executable& executable,
+                                                           const LaunchPlan& plan);
   // Plugin programs (session_plugin_programs.cc). The compile is answered at once.
   absl::Status CompilePlugin(const wire::CompileRequest& request, uint64_t op_id);
   absl::Status ExecutePlugin(const Executable& executable,
@@ -232,6 +250,11 @@ class Session {
   absl::Status ExecuteColocated(const Executable& executable,
                                 const wire::LoadedExecutableExecuteRequest& request,
                                 wire::LoadedExecutableExecuteResponse* response);
+  // Names each argument's shards in the call of the worker that holds them (shards on
+  // hosts that do not run the function are left out).
+  absl::Status AddColocatedInputs(const ColocatedProgram& program,
+                                  const wire::LoadedExecutableExecuteRequest& request,
+                                  std::map<WorkerConnection*, ColocatedCallRequest>* calls);
   // The session's hosts as its sidecars see them: one process each, in slice and host
   // order, with its devices (ColocatedCallRequest.hosts); fixed once made.
   const std::vector<ColocatedHost>& ColocatedWorld();

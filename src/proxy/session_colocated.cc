@@ -87,6 +87,36 @@ const std::vector<ColocatedHost>& Session::ColocatedWorld() {
   return colocated_world_;
 }
 
+absl::Status Session::AddColocatedInputs(const ColocatedProgram& program,
+                                         const wire::LoadedExecutableExecuteRequest& request,
+                                         std::map<WorkerConnection*, ColocatedCallRequest>* calls) {
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> arg, arrays_.Get(request.args_handles(i)));
+    const ColocatedSpec& spec = program.inputs[i];
+    if (arg->dtype != spec.dtype || arg->shape != spec.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "colocated Python function '", program.name, "': input ", i, " is ",
+          DType_Name(arg->dtype), "[", absl::StrJoin(arg->shape, ","), "], compiled for ",
+          DType_Name(spec.dtype), "[", absl::StrJoin(spec.shape, ","), "]"));
+    }
+    SY_RETURN_IF_ERROR(arg->Usable());
+    SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(arg->sharding, arg->shape));
+    for (size_t s = 0; s < arg->shards.size(); ++s) {
+      if (!layout.holds[s] || arg->shards[s] == nullptr) continue;
+      const RemoteBuffer& shard = *arg->shards[s];
+      auto call = calls->find(shard.worker());
+      if (call == calls->end()) continue;  // not a host of the function's devices
+      ColocatedShard* item = call->second.mutable_inputs(i)->add_shards();
+      item->set_buffer_id(shard.id());
+      item->set_device_id(shard.device());
+      item->set_dtype(arg->dtype);
+      const std::vector<int64_t> dims = layout.domains[s].shape();
+      item->mutable_dims()->Add(dims.begin(), dims.end());
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Session::ExecuteColocated(const Executable& executable,
                                        const wire::LoadedExecutableExecuteRequest& request,
                                        wire::LoadedExecutableExecuteResponse* response) {
@@ -114,30 +144,7 @@ absl::Status Session::ExecuteColocated(const Executable& executable,
     call.set_host(host_of(worker));
     for (size_t i = 0; i < program.inputs.size(); ++i) call.add_inputs();
   }
-  for (size_t i = 0; i < program.inputs.size(); ++i) {
-    SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> arg, arrays_.Get(request.args_handles(i)));
-    const ColocatedSpec& spec = program.inputs[i];
-    if (arg->dtype != spec.dtype || arg->shape != spec.shape) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "colocated Python function '", program.name, "': input ", i, " is ",
-          DType_Name(arg->dtype), "[", absl::StrJoin(arg->shape, ","), "], compiled for ",
-          DType_Name(spec.dtype), "[", absl::StrJoin(spec.shape, ","), "]"));
-    }
-    SY_RETURN_IF_ERROR(arg->Usable());
-    SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(arg->sharding, arg->shape));
-    for (size_t s = 0; s < arg->shards.size(); ++s) {
-      if (!layout.holds[s] || arg->shards[s] == nullptr) continue;
-      const RemoteBuffer& shard = *arg->shards[s];
-      auto call = calls.find(shard.worker());
-      if (call == calls.end()) continue;  // not a host of the function's devices
-      ColocatedShard* item = call->second.mutable_inputs(i)->add_shards();
-      item->set_buffer_id(shard.id());
-      item->set_device_id(shard.device());
-      item->set_dtype(arg->dtype);
-      const std::vector<int64_t> dims = layout.domains[s].shape();
-      item->mutable_dims()->Add(dims.begin(), dims.end());
-    }
-  }
+  SY_RETURN_IF_ERROR(AddColocatedInputs(program, request, &calls));
   struct Planned {
     WorkerConnection* worker;
     uint64_t id;

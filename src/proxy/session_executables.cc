@@ -485,7 +485,6 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   SY_ASSIGN_OR_RETURN(auto executable, GetExecutable(request.loaded_executable_handle()));
   if (executable->plugin != nullptr) return ExecutePlugin(*executable, request, response);
   if (executable->colocated != nullptr) return ExecuteColocated(*executable, request, response);
-  const size_t num_devices = executable->devices.size();
   const size_t outputs = executable->output_dtypes.size();
   if (request.result_array_handle_size() != 0 &&
       static_cast<size_t>(request.result_array_handle_size()) != outputs) {
@@ -493,11 +492,10 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
                                                    request.result_array_handle_size(),
                                                    " result handles were given"));
   }
-  if (num_devices > 1 && !executable->shardings_known) {
+  if (executable->devices.size() > 1 && !executable->shardings_known) {
     return absl::UnimplementedError(
         "the worker's plugin did not report output shardings for this multi-device program");
   }
-  // Arguments: for each launch device, the shard of each argument on that device.
   std::vector<std::shared_ptr<Array>> args;
   for (int i = 0; i < request.args_handles_size(); ++i) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.args_handles(i)));
@@ -507,22 +505,48 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // is accepted and its outputs carry the DATA_LOSS: the client learns it where it
   // waits for them, as it would learn a failure on the device. A part whose worker
   // came back is compiled there again.
-  absl::Status lost;
+  LaunchPlan plan;
   for (ExecutablePart& part : executable->parts) {
     absl::Status refreshed = RefreshPart(*executable, &part);
     if (absl::IsDataLoss(refreshed)) {
-      if (lost.ok()) lost = refreshed;
+      if (plan.lost.ok()) plan.lost = refreshed;
     } else if (!refreshed.ok()) {
       return refreshed;
     }
   }
+  SY_RETURN_IF_ERROR(PlanLaunch(*executable, args, &plan));
+  SY_RETURN_IF_ERROR(SendLaunch(*executable, &plan));
+  // Donated arguments are consumed by the launch.
+  std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
+                              request.execute_options().non_donatable_input_indices().end());
+  for (int index : executable->donated_parameters) {
+    if (index < static_cast<int>(args.size()) && !non_donatable.count(index)) {
+      args[index]->deleted = true;
+      args[index]->shards.clear();
+    }
+  }
+  SY_RETURN_IF_ERROR(AddOutputs(LaunchOutputs(*executable, plan), request, response));
+  if (request.execute_options().fill_status()) {
+    // Launch errors surface through the outputs; the status future resolves at once.
+    const uint64_t status_handle =
+        request.result_status_handle() != 0 ? request.result_status_handle() : NewHandle();
+    futures_[status_handle] = plan.lost;
+    response->set_status_handle(status_handle);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::PlanLaunch(const Executable& executable,
+                                 const std::vector<std::shared_ptr<Array>>& args,
+                                 LaunchPlan* plan) {
+  absl::Status& lost = plan->lost;
   auto shard_on = [&](size_t arg, int64_t device) -> absl::StatusOr<uint64_t> {
     const auto& list = args[arg]->sharding.devices;
     auto it = std::find(list.begin(), list.end(), device);
     if (it == list.end() || args[arg]->shards[it - list.begin()] == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "argument ", arg, " has no shard on device ", device, " where executable '",
-          executable->name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
+          executable.name, "' runs (it lives on devices [", absl::StrJoin(list, ","), "])"));
     }
     const RemoteBuffer& shard = *args[arg]->shards[it - list.begin()];
     if (absl::Status usable = shard.Usable(); !usable.ok() && lost.ok()) {
@@ -533,7 +557,7 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
         lost = usable;
       } else {
         lost = absl::DataLossError(
-            absl::StrCat("argument ", arg, " of '", executable->name, "' is ", usable.message()));
+            absl::StrCat("argument ", arg, " of '", executable.name, "' is ", usable.message()));
         lost.SetPayload(kLostArgument, absl::Cord("1"));
       }
     }
@@ -542,14 +566,14 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // One launch per worker, each with its devices' arguments and fresh output ids;
   // the outputs' shards are in the executable's device order. Everything is checked
   // before the first output id is taken.
-  std::vector<DispatchRequest> launches(executable->parts.size());
-  std::vector<std::vector<size_t>> positions(executable->parts.size());
-  const bool multi_worker = executable->parts.size() > 1;
-  const int32_t launch_id = multi_worker ? fleet_->NextLaunchId() : 0;
+  const size_t parts = executable.parts.size();
+  plan->launches.resize(parts);
+  plan->positions.resize(parts);
+  const int32_t launch_id = parts > 1 ? fleet_->NextLaunchId() : 0;
   const double share = policy_.tenant.empty() ? 1.0 : fleet_->TenantShare(policy_.tenant);
-  for (size_t p = 0; p < executable->parts.size(); ++p) {
-    const ExecutablePart& part = executable->parts[p];
-    ExecuteRequest* launch = launches[p].mutable_execute();
+  for (size_t p = 0; p < parts; ++p) {
+    const ExecutablePart& part = executable.parts[p];
+    ExecuteRequest* launch = plan->launches[p].mutable_execute();
     launch->set_executable_id(part.worker_id);
     launch->set_launch_id(launch_id);
     launch->set_session(id_);
@@ -563,31 +587,36 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
         SY_ASSIGN_OR_RETURN(uint64_t id, shard_on(i, device));
         arguments->add_ids(id);
       }
-      const size_t index =
-          std::find(executable->devices.begin(), executable->devices.end(), device) -
-          executable->devices.begin();
-      if (index == num_devices) {
+      const size_t index = std::find(executable.devices.begin(), executable.devices.end(), device) -
+                           executable.devices.begin();
+      if (index == executable.devices.size()) {
         return absl::InternalError(absl::StrCat("worker ", part.worker->address(),
                                                 " runs the program on device ", device,
                                                 ", which its device assignment does not name"));
       }
-      positions[p].push_back(index);
+      plan->positions[p].push_back(index);
     }
   }
-  for (size_t p = 0; p < executable->parts.size(); ++p) {
-    const ExecutablePart& part = executable->parts[p];
-    ExecuteRequest* launch = launches[p].mutable_execute();
-    for (size_t d = 0; d < part.devices.size(); ++d) {
+  for (size_t p = 0; p < parts; ++p) {
+    ExecuteRequest* launch = plan->launches[p].mutable_execute();
+    for (size_t d = 0; d < executable.parts[p].devices.size(); ++d) {
       BufferIdList* ids = launch->add_outputs();
-      for (size_t o = 0; o < outputs; ++o) ids->add_ids(NewWorkerObjectId());
+      for (size_t o = 0; o < executable.output_dtypes.size(); ++o)
+        ids->add_ids(NewWorkerObjectId());
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan) {
   // Sent, not awaited: the worker stores a failed launch's error under its outputs,
   // and whoever reads them gets it. Each worker answers once its part's outputs are
   // computed, so that CheckValueReady is answered here. Deleting the arguments or the
   // executable later goes on the same streams, so after this launch.
   // Within the session's budget of launches in flight: one that floods waits here, on
   // its own request thread, rather than queue without bound ahead of other sessions.
+  absl::Status& lost = plan->lost;
+  std::vector<DispatchRequest>& launches = plan->launches;
   bool budgeted = false;
   if (lost.ok()) {
     SY_RETURN_IF_ERROR(launches_->Acquire(cancelled_));
@@ -595,36 +624,36 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   }
   // The budget's place is given back once every part is computed (or lost).
   auto parts_left = std::make_shared<std::atomic<size_t>>(launches.size());
-  std::vector<std::shared_ptr<Completion>> computed(launches.size());
+  plan->computed.resize(launches.size());
   std::vector<WorkerConnection::Done> settle(launches.size());
   for (size_t p = 0; p < launches.size(); ++p) {
-    computed[p] = std::make_shared<Completion>();
-    settle[p] = [completion = computed[p], budget = launches_, parts_left](absl::Status status) {
+    plan->computed[p] = std::make_shared<Completion>();
+    settle[p] = [completion = plan->computed[p], budget = launches_,
+                 parts_left](absl::Status status) {
       if (--*parts_left == 0) budget->Release();
       completion->Settle(std::move(status));
     };
     launches[p].set_answer_when_computed(true);
   }
-  std::vector<WorkerConnection::Ticket> tickets;
-  if (lost.ok() && multi_worker) {
+  if (lost.ok() && launches.size() > 1) {
     std::vector<WorkerConnection::Part> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
       // In the epoch the part and its arguments were checked in.
-      parts.push_back({executable->parts[p].worker, launches[p], executable->parts[p].epoch,
+      parts.push_back({executable.parts[p].worker, launches[p], executable.parts[p].epoch,
                        std::move(settle[p])});
     }
     absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
         WorkerConnection::SendTogether(id_, std::move(parts), /*write_here=*/true);
     if (sent.ok()) {
-      tickets = *std::move(sent);
+      plan->tickets = *std::move(sent);
     } else {
       lost = sent.status();
     }
   } else if (lost.ok()) {
-    absl::StatusOr<WorkerConnection::Ticket> sent = executable->parts[0].worker->Send(
-        id_, launches[0], std::move(settle[0]), executable->parts[0].epoch, /*write_here=*/true);
+    absl::StatusOr<WorkerConnection::Ticket> sent = executable.parts[0].worker->Send(
+        id_, launches[0], std::move(settle[0]), executable.parts[0].epoch, /*write_here=*/true);
     if (sent.ok()) {
-      tickets.push_back(*sent);
+      plan->tickets.push_back(*sent);
     } else {
       lost = sent.status();
     }
@@ -632,58 +661,42 @@ absl::Status Session::HandleExecute(const wire::LoadedExecutableExecuteRequest& 
   // Not sent: no part will be answered.
   if (budgeted && !lost.ok()) launches_->Release();
   if (!lost.ok() && !absl::IsDataLoss(lost)) return lost;
-  std::vector<std::vector<std::shared_ptr<RemoteBuffer>>> buffers(
-      outputs, std::vector<std::shared_ptr<RemoteBuffer>>(num_devices));
-  for (size_t p = 0; p < executable->parts.size(); ++p) {
-    const ExecutablePart& part = executable->parts[p];
-    const ExecuteRequest& launch = launches[p].execute();
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<Array>> Session::LaunchOutputs(const Executable& executable,
+                                                           const LaunchPlan& plan) {
+  const size_t num_devices = executable.devices.size();
+  const size_t outputs = executable.output_dtypes.size();
+  std::vector<std::shared_ptr<Array>> arrays;
+  for (size_t o = 0; o < outputs; ++o) {
+    auto array = std::make_shared<Array>();
+    array->dtype = executable.output_dtypes[o];
+    if (num_devices == 1) {
+      array->sharding = SingleDevice(executable.devices[0]);
+      array->shape = executable.output_shard_dims[o];
+    } else {
+      array->sharding.devices = executable.devices;
+      array->sharding.op = executable.output_shardings[o];
+      array->shape = GlobalShape(array->sharding.op, executable.output_shard_dims[o]);
+    }
+    array->shards.resize(num_devices);
+    arrays.push_back(std::move(array));
+  }
+  for (size_t p = 0; p < executable.parts.size(); ++p) {
+    const ExecutablePart& part = executable.parts[p];
+    const ExecuteRequest& launch = plan.launches[p].execute();
     for (size_t d = 0; d < part.devices.size(); ++d) {
       for (size_t o = 0; o < outputs; ++o) {
-        buffers[o][positions[p][d]] =
-            lost.ok() ? std::make_shared<RemoteBuffer>(part.worker, launch.outputs(d).ids(o),
-                                                       part.devices[d], tickets[p], computed[p])
-                      : RemoteBuffer::Lost(part.worker, part.devices[d], lost);
+        arrays[o]->shards[plan.positions[p][d]] =
+            plan.lost.ok()
+                ? std::make_shared<RemoteBuffer>(part.worker, launch.outputs(d).ids(o),
+                                                 part.devices[d], plan.tickets[p], plan.computed[p])
+                : RemoteBuffer::Lost(part.worker, part.devices[d], plan.lost);
       }
     }
   }
-  // Donated arguments are consumed by the launch.
-  std::set<int> non_donatable(request.execute_options().non_donatable_input_indices().begin(),
-                              request.execute_options().non_donatable_input_indices().end());
-  for (int index : executable->donated_parameters) {
-    if (index < static_cast<int>(args.size()) && !non_donatable.count(index)) {
-      args[index]->deleted = true;
-      args[index]->shards.clear();
-    }
-  }
-  for (size_t o = 0; o < outputs; ++o) {
-    auto array = std::make_shared<Array>();
-    array->dtype = executable->output_dtypes[o];
-    if (num_devices == 1) {
-      array->sharding = SingleDevice(executable->devices[0]);
-      array->shape = executable->output_shard_dims[o];
-    } else {
-      array->sharding.devices = executable->devices;
-      array->sharding.op = executable->output_shardings[o];
-      array->shape = GlobalShape(array->sharding.op, executable->output_shard_dims[o]);
-    }
-    array->shards = std::move(buffers[o]);
-    const uint64_t handle =
-        request.result_array_handle_size() > 0 ? request.result_array_handle(o) : NewHandle();
-    wire::LoadedExecutableExecuteResponse::Output* output = response->add_outputs();
-    *output->mutable_dtype() = ToDTypeProto(array->dtype);
-    *output->mutable_shape() = ToShapeProto(array->shape);
-    *output->mutable_sharding() = ToProto(array->sharding);
-    output->set_array_handle(handle);
-    SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
-  }
-  if (request.execute_options().fill_status()) {
-    // Launch errors surface through the outputs; the status future resolves at once.
-    const uint64_t status_handle =
-        request.result_status_handle() != 0 ? request.result_status_handle() : NewHandle();
-    futures_[status_handle] = lost;
-    response->set_status_handle(status_handle);
-  }
-  return absl::OkStatus();
+  return arrays;
 }
 
 absl::Status Session::HandleExecutableDestruct(

@@ -180,73 +180,10 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   SidecarCall* run = message.mutable_run();
   run->set_name(request.name());
   run->set_program(request.program());
-  // The inputs' bytes go into one sealed memory file, each shard on its own pages.
-  std::vector<std::pair<std::shared_ptr<const StoredBuffer>, const SidecarShard*>> to_copy;
-  int64_t input_end = 0;
-  for (int a = 0; a < request.inputs_size(); ++a) {
-    SidecarArray* array = run->add_inputs();
-    for (int k = 0; k < request.inputs(a).shards_size(); ++k) {
-      const ColocatedShard& shard = request.inputs(a).shards(k);
-      absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored =
-          buffers_->GetAny(shard.buffer_id());
-      if (!stored.ok()) {
-        return absl::Status(stored.status().code(),
-                            absl::StrCat("input ", a, ": ", stored.status().message()));
-      }
-      SidecarShard* out = array->add_shards();
-      out->set_device_id(shard.device_id());
-      if ((*stored)->is_strings) {
-        out->set_dtype(STRING);
-        out->mutable_dims()->Add((*stored)->dims.begin(), (*stored)->dims.end());
-        for (const std::string& element : (*stored)->strings) out->add_strings(element);
-        continue;
-      }
-      const pjrt::Buffer& buffer = *(*stored)->buffer;
-      out->set_dtype(static_cast<DType>(buffer.dtype()));
-      out->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-      out->set_offset(SharedMemoryFile::PartStart(input_end));
-      out->set_bytes(buffer.host_size_bytes());
-      input_end = out->offset() + out->bytes();
-      to_copy.emplace_back(*std::move(stored), out);
-    }
-  }
   std::vector<int> pass_fds;
-  std::shared_ptr<SharedMemoryFile> inputs;
-  if (input_end > 0) {
-    SY_ASSIGN_OR_RETURN(inputs, sidecar.files.Take(SharedMemoryFile::PartStart(input_end)));
-    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> mapped, inputs->MapPart(0, input_end));
-    for (const auto& [stored, shard] : to_copy) {
-      SY_RETURN_IF_ERROR(
-          stored->buffer->ToHost(absl::MakeSpan(mapped->data() + shard->offset(), shard->bytes())));
-    }
-    run->set_inputs_file(true);
-    pass_fds.push_back(inputs->fd());
-  }
-  // The outputs' bytes go into one sealed memory file, each shard on its own pages, and
-  // become the device buffers where they are (mapped, not read).
-  int64_t output_end = 0;
-  for (int o = 0; o < request.outputs_size(); ++o) {
-    SidecarArray* array = run->add_outputs();
-    for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
-      const ColocatedShard& shard = request.outputs(o).shards(k);
-      SY_ASSIGN_OR_RETURN(int64_t elements, Elements(shard.dims()));
-      SidecarShard* out = array->add_shards();
-      out->set_device_id(shard.device_id());
-      out->set_dtype(shard.dtype());
-      *out->mutable_dims() = shard.dims();
-      if (shard.dtype() == STRING) continue;
-      const int64_t bytes = pjrt::HostByteSize(static_cast<pjrt::DType>(shard.dtype()), elements);
-      // One array's bound for them all keeps the sum inside int64.
-      if (output_end + bytes > limits::kHostRegionBytesMax) {
-        return absl::InvalidArgumentError(absl::StrCat("output ", o,
-                                                       ": the outputs of one call take more than ",
-                                                       limits::kHostRegionBytesMax, " bytes"));
-      }
-      out->set_offset(SharedMemoryFile::PartStart(output_end));
-      out->set_bytes(bytes);
-      output_end = out->offset() + bytes;
-    }
-  }
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<SharedMemoryFile> inputs, PackInputs(sidecar, request, run));
+  if (inputs != nullptr) pass_fds.push_back(inputs->fd());
+  SY_ASSIGN_OR_RETURN(const int64_t output_end, LayOutOutputs(request, run));
   // Claimed before the sidecar fills them, for as long as the buffers are being made.
   SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(output_end, [] {
     return std::string("the outputs of a colocated call");
@@ -279,11 +216,92 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
   if (reply->outputs_size() != request.outputs_size()) {
     return absl::InternalError("the sidecar answered with another number of outputs");
   }
+  return StoreOutputs(request, *run, *reply, outputs.get(), owner);
+}
+
+absl::StatusOr<std::shared_ptr<SharedMemoryFile>> ColocatedCalls::PackInputs(
+    Sidecar& sidecar, const ColocatedCallRequest& request, SidecarCall* run) {
+  // The inputs' bytes go into one sealed memory file, each shard on its own pages.
+  std::vector<std::pair<std::shared_ptr<const StoredBuffer>, const SidecarShard*>> to_copy;
+  int64_t input_end = 0;
+  for (int a = 0; a < request.inputs_size(); ++a) {
+    SidecarArray* array = run->add_inputs();
+    for (int k = 0; k < request.inputs(a).shards_size(); ++k) {
+      const ColocatedShard& shard = request.inputs(a).shards(k);
+      absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored =
+          buffers_->GetAny(shard.buffer_id());
+      if (!stored.ok()) {
+        return absl::Status(stored.status().code(),
+                            absl::StrCat("input ", a, ": ", stored.status().message()));
+      }
+      SidecarShard* out = array->add_shards();
+      out->set_device_id(shard.device_id());
+      if ((*stored)->is_strings) {
+        out->set_dtype(STRING);
+        out->mutable_dims()->Add((*stored)->dims.begin(), (*stored)->dims.end());
+        for (const std::string& element : (*stored)->strings) out->add_strings(element);
+        continue;
+      }
+      const pjrt::Buffer& buffer = *(*stored)->buffer;
+      out->set_dtype(static_cast<DType>(buffer.dtype()));
+      out->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
+      out->set_offset(SharedMemoryFile::PartStart(input_end));
+      out->set_bytes(buffer.host_size_bytes());
+      input_end = out->offset() + out->bytes();
+      to_copy.emplace_back(*std::move(stored), out);
+    }
+  }
+  std::shared_ptr<SharedMemoryFile> inputs;
+  if (input_end > 0) {
+    SY_ASSIGN_OR_RETURN(inputs, sidecar.files.Take(SharedMemoryFile::PartStart(input_end)));
+    SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> mapped, inputs->MapPart(0, input_end));
+    for (const auto& [stored, shard] : to_copy) {
+      SY_RETURN_IF_ERROR(
+          stored->buffer->ToHost(absl::MakeSpan(mapped->data() + shard->offset(), shard->bytes())));
+    }
+    run->set_inputs_file(true);
+  }
+  return inputs;
+}
+
+absl::StatusOr<int64_t> ColocatedCalls::LayOutOutputs(const ColocatedCallRequest& request,
+                                                      SidecarCall* run) const {
+  // The outputs' bytes go into one sealed memory file, each shard on its own pages, and
+  // become the device buffers where they are (mapped, not read).
+  int64_t output_end = 0;
+  for (int o = 0; o < request.outputs_size(); ++o) {
+    SidecarArray* array = run->add_outputs();
+    for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
+      const ColocatedShard& shard = request.outputs(o).shards(k);
+      SY_ASSIGN_OR_RETURN(int64_t elements, Elements(shard.dims()));
+      SidecarShard* out = array->add_shards();
+      out->set_device_id(shard.device_id());
+      out->set_dtype(shard.dtype());
+      *out->mutable_dims() = shard.dims();
+      if (shard.dtype() == STRING) continue;
+      const int64_t bytes = pjrt::HostByteSize(static_cast<pjrt::DType>(shard.dtype()), elements);
+      // One array's bound for them all keeps the sum inside int64.
+      if (output_end + bytes > limits::kHostRegionBytesMax) {
+        return absl::InvalidArgumentError(absl::StrCat("output ", o,
+                                                       ": the outputs of one call take more than ",
+                                                       limits::kHostRegionBytesMax, " bytes"));
+      }
+      out->set_offset(SharedMemoryFile::PartStart(output_end));
+      out->set_bytes(bytes);
+      output_end = out->offset() + bytes;
+    }
+  }
+  return output_end;
+}
+
+absl::Status ColocatedCalls::StoreOutputs(const ColocatedCallRequest& request,
+                                          const SidecarCall& run, const SidecarReply& reply,
+                                          SharedMemoryFile* outputs, uint64_t owner) {
   for (int o = 0; o < request.outputs_size(); ++o) {
     for (int k = 0; k < request.outputs(o).shards_size(); ++k) {
       const ColocatedShard& want = request.outputs(o).shards(k);
       const SidecarShard* got =
-          k < reply->outputs(o).shards_size() ? &reply->outputs(o).shards(k) : nullptr;
+          k < reply.outputs(o).shards_size() ? &reply.outputs(o).shards(k) : nullptr;
       if (got == nullptr || got->device_id() != want.device_id()) {
         return absl::InternalError(absl::StrCat(
             "output ", o, ": the sidecar sent no shard for device ", want.device_id()));
@@ -304,7 +322,7 @@ absl::Status ColocatedCalls::Call(Sidecar& sidecar, const ColocatedCallRequest& 
       SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(want.device_id()));
       const int64_t bytes = pjrt::HostByteSize(dtype, elements);
       // Where this worker put it, whatever the reply says.
-      const SidecarShard& part = run->outputs(o).shards(k);
+      const SidecarShard& part = run.outputs(o).shards(k);
       std::shared_ptr<HostBytes> data;
       if (bytes == 0) {
         SY_ASSIGN_OR_RETURN(data, HostBytes::Allocate(0));

@@ -95,6 +95,19 @@ class ColocatedCalls {
   absl::Status Call(Sidecar& sidecar, const ColocatedCallRequest& request, uint64_t owner,
                     const std::function<bool()>& cancelled)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
+  // The inputs' bytes in one sealed memory file of the sidecar's (null: none), each
+  // shard on its own pages; `run` says where.
+  absl::StatusOr<std::shared_ptr<SharedMemoryFile>> PackInputs(Sidecar& sidecar,
+                                                               const ColocatedCallRequest& request,
+                                                               SidecarCall* run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(sidecar.mutex);
+  // Where each output shard goes in the outputs' file (`run`); returns the file's size.
+  absl::StatusOr<int64_t> LayOutOutputs(const ColocatedCallRequest& request,
+                                        SidecarCall* run) const;
+  // Stores the sidecar's outputs as device buffers under the request's ids, mapped from
+  // `outputs` where `run` placed them.
+  absl::Status StoreOutputs(const ColocatedCallRequest& request, const SidecarCall& run,
+                            const SidecarReply& reply, SharedMemoryFile* outputs, uint64_t owner);
 
   const pjrt::Client* client_;
   const DeviceMap* devices_;

@@ -334,6 +334,132 @@ bool SameOrder(const std::vector<int64_t>& has, const std::vector<int64_t>& want
 
 }  // namespace
 
+absl::StatusOr<Executor::LaunchArguments> Executor::GatherArguments(
+    const ExecuteRequest& request, const pjrt::Executable& executable,
+    const std::vector<std::vector<int64_t>>& parameter_layouts) const {
+  const size_t num_devices = executable.device_ordinals().size();
+  const size_t num_outputs = executable.outputs().size();
+  if (static_cast<size_t>(request.arguments_size()) != num_devices ||
+      static_cast<size_t>(request.outputs_size()) != num_devices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("executable ", request.executable_id(), " runs on ", num_devices,
+                     " devices; the request has ", request.arguments_size(), " argument lists and ",
+                     request.outputs_size(), " output lists"));
+  }
+  LaunchArguments arguments;
+  arguments.per_device.resize(num_devices);
+  for (size_t d = 0; d < num_devices; ++d) {
+    if (static_cast<size_t>(request.outputs(d).ids_size()) != num_outputs) {
+      return absl::InvalidArgumentError(absl::StrCat("the executable has ", num_outputs,
+                                                     " outputs per device; the request names ",
+                                                     request.outputs(d).ids_size()));
+    }
+    for (uint64_t id : request.outputs(d).ids()) {
+      if (id == 0 || buffers_->Contains(id)) {
+        return absl::InvalidArgumentError(absl::StrCat("output buffer id ", id, " is in use"));
+      }
+    }
+    for (int i = 0; i < request.arguments(d).ids_size(); ++i) {
+      SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored,
+                          buffers_->Get(request.arguments(d).ids(i)));
+      const pjrt::Buffer& buffer = *stored->buffer;
+      // The plugin neither checks nor converts layouts: it would read the bytes as if
+      // they were in the order the program wants.
+      const std::vector<int64_t> none;
+      const std::vector<int64_t>& wants =
+          static_cast<size_t>(i) < parameter_layouts.size() ? parameter_layouts[i] : none;
+      if (!SameOrder(buffer.minor_to_major(), wants, buffer.dims().size())) {
+        SY_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::Buffer> copy, Relayout(buffer, wants));
+        arguments.per_device[d].push_back(copy.get());
+        arguments.relaid.push_back(std::move(copy));
+      } else {
+        arguments.per_device[d].push_back(stored->buffer.get());
+      }
+      arguments.held.push_back(std::move(stored));
+    }
+  }
+  return arguments;
+}
+
+absl::StatusOr<BufferStore::Reservation> Executor::ReserveOutputs(
+    const ExecuteRequest& request, const pjrt::Executable& executable) const {
+  // Claimed before the launch, so that one past the worker's bound fails here, naming
+  // it, instead of the host running out (counted whole even where an output reuses a
+  // donated input's memory).
+  int64_t output_bytes = 0;
+  for (const pjrt::OutputSpec& spec : executable.outputs()) {
+    SY_ASSIGN_OR_RETURN(int64_t elements, CheckedElements(spec.dims, "an output"));
+    output_bytes += pjrt::DenseByteSize(spec.dtype, elements);  // each under 2^62: no overflow
+  }
+  SY_ASSIGN_OR_RETURN(
+      output_bytes,
+      CheckedProduct(output_bytes, static_cast<int64_t>(executable.device_ordinals().size()),
+                     std::numeric_limits<int64_t>::max() / 4, "the outputs' bytes"));
+  return buffers_->Reserve(output_bytes, [&] {
+    return absl::StrCat("the outputs of executable ", request.executable_id());
+  });
+}
+
+uint64_t Executor::AwaitLaunchTurn(const ExecuteRequest& request, uint64_t owner,
+                                   const pjrt::Executable& executable, bool in_order) {
+  FairShare::Request fair;
+  fair.flow = !request.tenant().empty() ? absl::StrCat("tenant ", request.tenant())
+              : request.session() != 0  ? absl::StrCat("session ", request.session())
+                                        : absl::StrCat("owner ", owner);
+  fair.account = request.tenant();
+  fair.share = request.share();
+  fair.program = request.executable_id();
+  fair.devices.assign(executable.device_ordinals().begin(), executable.device_ordinals().end());
+  fair.in_order = in_order;
+  Gate& gate = *gate_;
+  absl::MutexLock lock(&gate.mutex);
+  const uint64_t ticket =
+      gate.launches.Arrive(std::move(fair), executable.device_ordinals().size() > 1);
+  auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate.mutex) {
+    return gate.launches.MayStart(ticket, absl::Now());
+  };
+  gate.mutex.Await(absl::Condition(&turn));
+  gate.launches.Start(ticket, absl::Now());
+  return ticket;
+}
+
+void Executor::WatchInputs(const std::shared_ptr<FinishOnce>& finish,
+                           const LaunchArguments& arguments) {
+  // Asked only while flows compete: it costs an event per input. An input ready already
+  // answers at once, on this thread: it changes nothing.
+  std::weak_ptr<FinishOnce> weak = finish;
+  const std::thread::id here = std::this_thread::get_id();
+  for (const auto& stored : arguments.held) {
+    stored->buffer->OnReady([weak, here](absl::Status) {
+      if (std::this_thread::get_id() == here) return;
+      const int64_t now = absl::GetCurrentTimeNanos();
+      std::shared_ptr<FinishOnce> finishing = weak.lock();
+      if (finishing == nullptr) return;
+      int64_t seen = finishing->inputs_ready_ns.load();
+      while (seen < now && !finishing->inputs_ready_ns.compare_exchange_weak(seen, now)) {
+      }
+    });
+  }
+}
+
+absl::Status Executor::StoreOutputs(const ExecuteRequest& request,
+                                    const pjrt::Executable& executable, uint64_t owner,
+                                    pjrt::Launch& launch) {
+  absl::Status status;
+  for (size_t d = 0; d < executable.device_ordinals().size(); ++d) {
+    absl::StatusOr<int64_t> device_id = devices_->GlobalIdOf(executable.device_ordinals()[d]);
+    for (size_t o = 0; o < executable.outputs().size(); ++o) {
+      absl::Status added = device_id.status();
+      if (added.ok()) {
+        added = buffers_->Add(request.outputs(d).ids(o), *device_id,
+                              std::move(launch.outputs[d][o]), owner);
+      }
+      if (status.ok()) status = added;
+    }
+  }
+  return status;
+}
+
 absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
                               std::shared_ptr<HostCallbacks::Stream> stream) {
   const absl::Time arrived = trace::Active() ? absl::Now() : absl::InfinitePast();
@@ -362,88 +488,17 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     }
     SY_ASSIGN_OR_RETURN(context, callbacks_->ContextFor(callback_key, std::move(stream)));
   }
-  const size_t num_devices = executable->device_ordinals().size();
-  const size_t num_outputs = executable->outputs().size();
-  if (static_cast<size_t>(request.arguments_size()) != num_devices ||
-      static_cast<size_t>(request.outputs_size()) != num_devices) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("executable ", request.executable_id(), " runs on ", num_devices,
-                     " devices; the request has ", request.arguments_size(), " argument lists and ",
-                     request.outputs_size(), " output lists"));
-  }
-  // Hold the inputs for the duration of the launch call.
-  std::vector<std::shared_ptr<const StoredBuffer>> held;
-  std::vector<std::unique_ptr<pjrt::Buffer>> relaid;
-  std::vector<std::vector<const pjrt::Buffer*>> arguments(num_devices);
-  for (size_t d = 0; d < num_devices; ++d) {
-    if (static_cast<size_t>(request.outputs(d).ids_size()) != num_outputs) {
-      return absl::InvalidArgumentError(absl::StrCat("the executable has ", num_outputs,
-                                                     " outputs per device; the request names ",
-                                                     request.outputs(d).ids_size()));
-    }
-    for (uint64_t id : request.outputs(d).ids()) {
-      if (id == 0 || buffers_->Contains(id)) {
-        return absl::InvalidArgumentError(absl::StrCat("output buffer id ", id, " is in use"));
-      }
-    }
-    for (int i = 0; i < request.arguments(d).ids_size(); ++i) {
-      SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored,
-                          buffers_->Get(request.arguments(d).ids(i)));
-      const pjrt::Buffer& buffer = *stored->buffer;
-      // The plugin neither checks nor converts layouts: it would read the bytes as if
-      // they were in the order the program wants.
-      const std::vector<int64_t> none;
-      const std::vector<int64_t>& wants =
-          static_cast<size_t>(i) < parameter_layouts.size() ? parameter_layouts[i] : none;
-      if (!SameOrder(buffer.minor_to_major(), wants, buffer.dims().size())) {
-        SY_ASSIGN_OR_RETURN(std::unique_ptr<pjrt::Buffer> copy, Relayout(buffer, wants));
-        arguments[d].push_back(copy.get());
-        relaid.push_back(std::move(copy));
-      } else {
-        arguments[d].push_back(stored->buffer.get());
-      }
-      held.push_back(std::move(stored));
-    }
-  }
-  // The outputs' memory is claimed before the launch, so that one past the worker's
-  // bound fails here, naming it, instead of the host running out (counted whole even
-  // where an output reuses a donated input's memory).
-  int64_t output_bytes = 0;
-  for (const pjrt::OutputSpec& spec : executable->outputs()) {
-    SY_ASSIGN_OR_RETURN(int64_t elements, CheckedElements(spec.dims, "an output"));
-    output_bytes += pjrt::DenseByteSize(spec.dtype, elements);  // each under 2^62: no overflow
-  }
-  SY_ASSIGN_OR_RETURN(
-      output_bytes, CheckedProduct(output_bytes, static_cast<int64_t>(num_devices),
-                                   std::numeric_limits<int64_t>::max() / 4, "the outputs' bytes"));
-  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, buffers_->Reserve(output_bytes, [&] {
-    return absl::StrCat("the outputs of executable ", request.executable_id());
-  }));
-  const bool multi_device = num_devices > 1;
-  const bool multi_host = request.launch_id() != 0;
-  FairShare::Request fair;
-  fair.flow = !request.tenant().empty() ? absl::StrCat("tenant ", request.tenant())
-              : request.session() != 0  ? absl::StrCat("session ", request.session())
-                                        : absl::StrCat("owner ", owner);
-  fair.account = request.tenant();
-  fair.share = request.share();
-  fair.program = request.executable_id();
-  fair.devices.assign(executable->device_ordinals().begin(), executable->device_ordinals().end());
+  // Inputs are held for the duration of the launch call.
+  SY_ASSIGN_OR_RETURN(LaunchArguments arguments,
+                      GatherArguments(request, *executable, parameter_layouts));
+  SY_ASSIGN_OR_RETURN(BufferStore::Reservation memory, ReserveOutputs(request, *executable));
   // Never reordered nor held back for others: a multi-host part may wait in a
   // collective for its peers, which every host must start in the same order, and a
   // launch with host callbacks may wait on the client.
-  fair.in_order = multi_host || context != nullptr;
+  const bool multi_host = request.launch_id() != 0;
   Gate& gate = *gate_;
-  uint64_t ticket = 0;
-  {
-    absl::MutexLock lock(&gate.mutex);
-    ticket = gate.launches.Arrive(std::move(fair), multi_device);
-    auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate.mutex) {
-      return gate.launches.MayStart(ticket, absl::Now());
-    };
-    gate.mutex.Await(absl::Condition(&turn));
-    gate.launches.Start(ticket, absl::Now());
-  }
+  const uint64_t ticket =
+      AwaitLaunchTurn(request, owner, *executable, multi_host || context != nullptr);
   bool handed_over = false;
   absl::Cleanup abandoned = [&] {
     if (handed_over) return;
@@ -465,7 +520,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       return absl::CancelledError("the session that launched it has ended");
     }
   }
-  auto launch = executable->Execute(arguments, request.launch_id(), context.get());
+  auto launch = executable->Execute(arguments.per_device, request.launch_id(), context.get());
   if (!launch.ok()) {
     return absl::Status(launch.status().code(),
                         absl::StrCat("launch of executable ", request.executable_id(),
@@ -489,23 +544,8 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
     competing = gate.launches.fair().Competing(absl::Now()) > 1;
   }
   // While flows compete, a launch is charged from when its inputs are computed, not for
-  // waiting on them (a transfer still arriving). Asked only then: it costs an event per
-  // input. An input ready already answers at once, on this thread: it changes nothing.
-  if (competing) {
-    std::weak_ptr<FinishOnce> weak = finish;
-    const std::thread::id here = std::this_thread::get_id();
-    for (const auto& stored : held) {
-      stored->buffer->OnReady([weak, here](absl::Status) {
-        if (std::this_thread::get_id() == here) return;
-        const int64_t now = absl::GetCurrentTimeNanos();
-        std::shared_ptr<FinishOnce> finishing = weak.lock();
-        if (finishing == nullptr) return;
-        int64_t seen = finishing->inputs_ready_ns.load();
-        while (seen < now && !finishing->inputs_ready_ns.compare_exchange_weak(seen, now)) {
-        }
-      });
-    }
-  }
+  // waiting on them (a transfer still arriving).
+  if (competing) WatchInputs(finish, arguments);
   // Done once every device's part is; the context lives until then (custom calls use it).
   struct Pending {
     std::atomic<size_t> left;
@@ -528,18 +568,7 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
       });
     }
   }
-  absl::Status status;
-  for (size_t d = 0; d < num_devices; ++d) {
-    absl::StatusOr<int64_t> device_id = devices_->GlobalIdOf(executable->device_ordinals()[d]);
-    for (size_t o = 0; o < num_outputs; ++o) {
-      absl::Status added = device_id.status();
-      if (added.ok()) {
-        added = buffers_->Add(request.outputs(d).ids(o), *device_id,
-                              std::move(launch->outputs[d][o]), owner);
-      }
-      if (status.ok()) status = added;
-    }
-  }
+  absl::Status status = StoreOutputs(request, *executable, owner, *launch);
   for (auto& completion : awaited) {
     absl::Status done = completion->Await();
     if (status.ok()) status = done;

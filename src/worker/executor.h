@@ -94,6 +94,32 @@ class Executor {
       const pjrt::Buffer& buffer, absl::Span<const int64_t> minor_to_major) const;
   absl::Status Launch(const ExecuteRequest& request, uint64_t owner,
                       std::shared_ptr<HostCallbacks::Stream> stream);
+  struct FinishOnce;
+  // A launch's inputs per device, in the layouts its program reads: held (with any
+  // relaid-out copies) until the launch call returns.
+  struct LaunchArguments {
+    std::vector<std::shared_ptr<const StoredBuffer>> held;
+    std::vector<std::unique_ptr<pjrt::Buffer>> relaid;
+    std::vector<std::vector<const pjrt::Buffer*>> per_device;
+  };
+  // Checks the request against `executable` (argument and output lists, output ids not
+  // in use) and gathers its inputs.
+  absl::StatusOr<LaunchArguments> GatherArguments(
+      const ExecuteRequest& request, const pjrt::Executable& executable,
+      const std::vector<std::vector<int64_t>>& parameter_layouts) const;
+  // Claims the memory of the launch's outputs under the worker's bound.
+  absl::StatusOr<BufferStore::Reservation> ReserveOutputs(const ExecuteRequest& request,
+                                                          const pjrt::Executable& executable) const;
+  // Waits at the gate until the launch may be handed over; returns its ticket, started.
+  uint64_t AwaitLaunchTurn(const ExecuteRequest& request, uint64_t owner,
+                           const pjrt::Executable& executable, bool in_order)
+      ABSL_LOCKS_EXCLUDED(gate_->mutex);
+  // Has `finish` note when the last of the launch's inputs is computed.
+  static void WatchInputs(const std::shared_ptr<FinishOnce>& finish,
+                          const LaunchArguments& arguments);
+  // Stores what the launch made under the request's output ids; the first error.
+  absl::Status StoreOutputs(const ExecuteRequest& request, const pjrt::Executable& executable,
+                            uint64_t owner, pjrt::Launch& launch);
   // Waits until `owner`'s multi-host launch `gang` may go (GangOrder).
   absl::Status AwaitGangTurn(uint64_t owner, uint64_t gang, const std::function<bool()>& cancelled);
   // Rewrites the device assignment from global ids to the plugin's ids, and takes out
