@@ -177,13 +177,20 @@ TEST(WorkerConnectionTest, OpeningLanesToAWorkerThatDoesNotAnswerHoldsNoSenderUp
   WorkerConnection worker(0, 0);
   worker.Update(HostView{absl::StrCat("127.0.0.1:", dark.port()), "boot-a", true, false});
   ASSERT_TRUE(worker.up());
-  // Each session's first operation opens its lane; none waits for the connection.
+  // Each session's first operation opens its lane; none waits for the connection. Some
+  // kernels refuse the connect at once instead of dropping it; then the worker is lost and
+  // the answers are DATA_LOSS, still at once, which is what this test is about.
+  auto at_once = [](const absl::Status& status) {
+    return status.ok() || status.code() == absl::StatusCode::kDataLoss;
+  };
   const absl::Time start = absl::Now();
   for (uint64_t lane = 1; lane <= 4; ++lane) {
-    EXPECT_TRUE(worker.Send(lane, DeleteOp(lane)).ok());
+    const absl::Status sent = worker.Send(lane, DeleteOp(lane)).status();
+    EXPECT_TRUE(at_once(sent)) << sent;
   }
   grpc::ClientContext context;
-  EXPECT_TRUE(worker.PrepareCall(&context).ok());
+  const absl::Status prepared = worker.PrepareCall(&context).status();
+  EXPECT_TRUE(at_once(prepared)) << prepared;
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
   worker.Close();
 }
