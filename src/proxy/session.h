@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "common/limits.h"
 #include "common/task_threads.h"
 #include "ifrt/ifrt_service.pb.h"
@@ -239,6 +240,21 @@ class Session {
   // Registers an executable the proxy serves itself (a plugin program, a colocated
   // function) and answers its compile at once.
   absl::Status AddServedExecutable(std::shared_ptr<Executable> executable, uint64_t op_id);
+  // An output shard planned before its operation is sent: shard `slot` of output
+  // `array`, buffer `id` that `worker` will make on `device`.
+  struct PlannedShard {
+    WorkerConnection* worker;
+    uint64_t id;
+    int64_t device;
+    size_t array, slot;
+  };
+  // Sends each worker its one operation on this session's lane, each settling `join`,
+  // then fills each planned shard of `outputs`: the buffer its worker will make, or one
+  // lost with why its send failed.
+  void SendOnePerWorker(std::map<WorkerConnection*, DispatchRequest> ops,
+                        const std::function<void(absl::Status)>& join,
+                        absl::Span<const PlannedShard> planned,
+                        std::vector<std::shared_ptr<Array>>& outputs);
   // Adds `outputs` under the request's result handles (or new ones) and names them in
   // `response`.
   absl::Status AddOutputs(std::vector<std::shared_ptr<Array>> outputs,

@@ -145,13 +145,7 @@ absl::Status Session::ExecuteColocated(const Executable& executable,
     for (size_t i = 0; i < program.inputs.size(); ++i) call.add_inputs();
   }
   SY_RETURN_IF_ERROR(AddColocatedInputs(program, request, &calls));
-  struct Planned {
-    WorkerConnection* worker;
-    uint64_t id;
-    int64_t device;
-    size_t output, slot;
-  };
-  std::vector<Planned> planned;
+  std::vector<PlannedShard> planned;
   std::vector<std::shared_ptr<Array>> outputs;
   for (auto& [worker, call] : calls) {
     for (size_t o = 0; o < program.outputs.size(); ++o) call.add_outputs();
@@ -197,20 +191,9 @@ absl::Status Session::ExecuteColocated(const Executable& executable,
   auto join = JoinStatuses(calls.size(), [late, status_handle](absl::Status status) {
     if (status_handle != 0) late->Resolve(status_handle, std::move(status));
   });
-  std::map<WorkerConnection*, absl::StatusOr<WorkerConnection::Ticket>> tickets;
-  for (auto& [worker, call] : calls) {
-    DispatchRequest op;
-    *op.mutable_colocated_call() = std::move(call);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join);
-    if (!sent.ok()) join(sent.status());
-    tickets.emplace(worker, std::move(sent));
-  }
-  for (const Planned& each : planned) {
-    const absl::StatusOr<WorkerConnection::Ticket>& ticket = tickets.at(each.worker);
-    outputs[each.output]->shards[each.slot] =
-        ticket.ok() ? std::make_shared<RemoteBuffer>(each.worker, each.id, each.device, *ticket)
-                    : RemoteBuffer::Lost(each.worker, each.device, ticket.status());
-  }
+  std::map<WorkerConnection*, DispatchRequest> ops;
+  for (auto& [worker, call] : calls) *ops[worker].mutable_colocated_call() = std::move(call);
+  SendOnePerWorker(std::move(ops), join, planned, outputs);
   SY_RETURN_IF_ERROR(AddOutputs(std::move(outputs), request, response));
   if (fill_status) response->set_status_handle(status_handle);
   return absl::OkStatus();

@@ -105,6 +105,24 @@ absl::Status Session::AddServedExecutable(std::shared_ptr<Executable> executable
   return absl::OkStatus();
 }
 
+void Session::SendOnePerWorker(std::map<WorkerConnection*, DispatchRequest> ops,
+                               const std::function<void(absl::Status)>& join,
+                               absl::Span<const PlannedShard> planned,
+                               std::vector<std::shared_ptr<Array>>& outputs) {
+  std::map<WorkerConnection*, absl::StatusOr<WorkerConnection::Ticket>> tickets;
+  for (auto& [worker, op] : ops) {
+    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join);
+    if (!sent.ok()) join(sent.status());  // `join` is not called by Send then
+    tickets.emplace(worker, std::move(sent));
+  }
+  for (const PlannedShard& each : planned) {
+    const absl::StatusOr<WorkerConnection::Ticket>& ticket = tickets.at(each.worker);
+    outputs[each.array]->shards[each.slot] =
+        ticket.ok() ? std::make_shared<RemoteBuffer>(each.worker, each.id, each.device, *ticket)
+                    : RemoteBuffer::Lost(each.worker, each.device, ticket.status());
+  }
+}
+
 absl::Status Session::AddOutputs(std::vector<std::shared_ptr<Array>> outputs,
                                  const wire::LoadedExecutableExecuteRequest& request,
                                  wire::LoadedExecutableExecuteResponse* response) {
@@ -353,15 +371,9 @@ absl::Status Session::WritePersisted(const PersistenceWrite& write,
 
 absl::StatusOr<std::vector<std::shared_ptr<Array>>> Session::ReadPersisted(
     const PersistenceRead& read, std::function<void(absl::Status)> resolve) {
-  struct Planned {
-    WorkerConnection* worker;
-    uint64_t id;
-    int64_t device;
-    size_t array, slot;
-  };
   std::vector<std::shared_ptr<Array>> outputs;
   std::map<WorkerConnection*, LoadShardsRequest> batches;
-  std::vector<Planned> planned;
+  std::vector<PlannedShard> planned;
   for (size_t i = 0; i < read.arrays.size(); ++i) {
     const PersistedArray& named = read.arrays[i];
     auto array = std::make_shared<Array>();
@@ -397,23 +409,14 @@ absl::StatusOr<std::vector<std::shared_ptr<Array>>> Session::ReadPersisted(
   }
   // Sent, not awaited: a failed read stores its error under the new buffers, and the
   // token reports it.
-  auto join = JoinStatuses(batches.size(), std::move(resolve));
-  std::map<WorkerConnection*, absl::StatusOr<WorkerConnection::Ticket>> tickets;
+  std::map<WorkerConnection*, DispatchRequest> ops;
   for (auto& [worker, batch] : batches) {
     batch.set_timeout_ms(timeout_ms);
     batch.set_session(id_);
-    DispatchRequest op;
-    *op.mutable_load_shards() = std::move(batch);
-    absl::StatusOr<WorkerConnection::Ticket> sent = worker->Send(id_, std::move(op), join);
-    if (!sent.ok()) join(sent.status());
-    tickets.emplace(worker, std::move(sent));
+    *ops[worker].mutable_load_shards() = std::move(batch);
   }
-  for (const Planned& each : planned) {
-    const absl::StatusOr<WorkerConnection::Ticket>& ticket = tickets.at(each.worker);
-    outputs[each.array]->shards[each.slot] =
-        ticket.ok() ? std::make_shared<RemoteBuffer>(each.worker, each.id, each.device, *ticket)
-                    : RemoteBuffer::Lost(each.worker, each.device, ticket.status());
-  }
+  auto join = JoinStatuses(ops.size(), std::move(resolve));
+  SendOnePerWorker(std::move(ops), join, planned, outputs);
   return outputs;
 }
 
