@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -33,53 +34,6 @@ constexpr uint64_t kServerHandlesMin = uint64_t{1} << 48;
 constexpr absl::Duration kFleetViewTimeout = absl::Seconds(10);
 // An ending session waits this long for each worker to take its deletions.
 constexpr absl::Duration kEndFlushTimeout = absl::Seconds(30);
-
-// The client-chosen handles a request creates; a failed request binds its error to them.
-std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request) {
-  std::vector<uint64_t> out;
-  auto add = [&](const auto& list) { out.insert(out.end(), list.begin(), list.end()); };
-  switch (request.request_case()) {
-    case wire::IfrtRequest::kMakeArrayFromHostBufferRequest: {
-      const auto& r = request.make_array_from_host_buffer_request();
-      out.push_back(r.has_array_handle() ? r.array_handle() : r.host_buffer_handle());
-      break;
-    }
-    case wire::IfrtRequest::kMakeArraysFromHostBufferShardsRequest:
-      add(request.make_arrays_from_host_buffer_shards_request().array_handles());
-      break;
-    case wire::IfrtRequest::kAssembleArrayFromSingleDeviceArraysRequest:
-      out.push_back(request.assemble_array_from_single_device_arrays_request().result_handle());
-      break;
-    case wire::IfrtRequest::kDisassembleIntoSingleDeviceArraysRequest:
-      add(request.disassemble_into_single_device_arrays_request().result_handles());
-      break;
-    case wire::IfrtRequest::kCopyArraysRequest:
-      add(request.copy_arrays_request().result_handles());
-      break;
-    case wire::IfrtRequest::kFullyReplicatedShardRequest:
-      out.push_back(request.fully_replicated_shard_request().result_handle());
-      break;
-    case wire::IfrtRequest::kRemapArraysRequest:
-      add(request.remap_arrays_request().result_handles());
-      break;
-    case wire::IfrtRequest::kReshardArraysRequest:
-      add(request.reshard_arrays_request().result_handles());
-      break;
-    case wire::IfrtRequest::kBitcastArraysRequest:
-      add(request.bitcast_arrays_request().result_handles());
-      break;
-    case wire::IfrtRequest::kMakeErrorArraysRequest:
-      add(request.make_error_arrays_request().array_handles());
-      break;
-    case wire::IfrtRequest::kLoadedExecutableExecuteRequest:
-      add(request.loaded_executable_execute_request().result_array_handle());
-      break;
-    default:
-      break;
-  }
-  out.erase(std::remove(out.begin(), out.end(), uint64_t{0}), out.end());
-  return out;
-}
 
 std::string RequestName(const wire::IfrtRequest& request) {
   const auto* field =
@@ -267,92 +221,196 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
   return failed;
 }
 
-absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response) {
+namespace {
+
+template <typename List>
+std::vector<uint64_t> All(const List& handles) {
+  return {handles.begin(), handles.end()};
+}
+
+}  // namespace
+
+// The session, its devices and its arrays.
+void Session::AddArrayRequestKinds(RequestKinds& kinds) {
   using R = wire::IfrtRequest;
-  switch (request.request_case()) {
-    case R::kInitRequest:
-      return HandleInit(response->mutable_init_response());
-    case R::kCheckFutureRequest:
-      response->mutable_check_future_response();
-      return HandleCheckFuture(request.check_future_request());
-    case R::kMakeArrayFromHostBufferRequest:
-      return HandleMakeArrayFromHostBuffer(
-          request.make_array_from_host_buffer_request(),
-          response->mutable_make_array_from_host_buffer_response());
-    case R::kMakeArraysFromHostBufferShardsRequest:
-      return HandleMakeArraysFromHostBufferShards(
-          request.make_arrays_from_host_buffer_shards_request(),
-          response->mutable_make_arrays_from_host_buffer_shards_response());
-    case R::kAssembleArrayFromSingleDeviceArraysRequest:
-      return HandleAssemble(request.assemble_array_from_single_device_arrays_request(),
-                            response->mutable_assemble_array_from_single_device_arrays_response());
-    case R::kDisassembleIntoSingleDeviceArraysRequest:
-      return HandleDisassemble(request.disassemble_into_single_device_arrays_request(),
-                               response->mutable_disassemble_into_single_device_arrays_response());
-    case R::kFullyReplicatedShardRequest:
-      return HandleFullyReplicatedShard(request.fully_replicated_shard_request(),
-                                        response->mutable_fully_replicated_shard_response());
-    case R::kCopyArraysRequest:
-      return HandleCopyArrays(request.copy_arrays_request(),
-                              response->mutable_copy_arrays_response());
-    case R::kReshardArraysRequest:
-      return HandleReshardArrays(request.reshard_arrays_request(),
-                                 response->mutable_reshard_arrays_response());
-    case R::kDeleteArrayRequest:
-      return HandleDeleteArray(request.delete_array_request(),
-                               response->mutable_delete_array_response());
-    case R::kDestructArrayRequest:
-      response->mutable_destruct_array_response();
-      return HandleDestructArray(request.destruct_array_request());
-    case R::kIsArrayDeletedRequest:
-      return HandleIsArrayDeleted(request.is_array_deleted_request(),
-                                  response->mutable_is_array_deleted_response());
-    case R::kGetDefaultLayoutRequest:
-      return HandleGetDefaultLayout(request.get_default_layout_request(),
-                                    response->mutable_get_default_layout_response());
-    case R::kLoadedExecutableMetadataRequest:
-      return HandleExecutableMetadata(request.loaded_executable_metadata_request(),
-                                      response->mutable_loaded_executable_metadata_response());
-    case R::kLoadedExecutableHumanReadableProgramTextRequest:
-      return HandleProgramText(
-          request.loaded_executable_human_readable_program_text_request(),
-          response->mutable_loaded_executable_human_readable_program_text_response());
-    case R::kMakeErrorArraysRequest:
-      return HandleMakeErrorArrays(request.make_error_arrays_request(),
-                                   response->mutable_make_error_arrays_response());
-    case R::kLoadedExecutableCostAnalysisRequest:
-      return HandleCostAnalysis(request.loaded_executable_cost_analysis_request(),
-                                response->mutable_loaded_executable_cost_analysis_response());
-    case R::kLoadedExecutableExecuteRequest:
-      return HandleExecute(request.loaded_executable_execute_request(),
-                           response->mutable_loaded_executable_execute_response());
-    case R::kLoadedExecutableDestructRequest:
-      response->mutable_loaded_executable_destruct_response();
-      return HandleExecutableDestruct(request.loaded_executable_destruct_request());
-    case R::kLoadedExecutableFetchExecuteResultRequest:
-      response->mutable_loaded_executable_fetch_execute_result_response();
-      return HandleFetchExecuteResult(request.loaded_executable_fetch_execute_result_request());
-    case R::kLoadedExecutableDeleteRequest:
-      // Deprecated by the protocol; the reference answers a failing future too.
-      response->mutable_loaded_executable_delete_response()->set_future_handle(
-          NewFuture(absl::UnimplementedError("LoadedExecutable::Delete is not supported")));
-      return absl::OkStatus();
-    case R::kLoadedExecutableIsDeletedRequest:
-      response->mutable_loaded_executable_is_deleted_response()->set_is_deleted(false);
-      return absl::OkStatus();
-    case R::kGetDefaultDeviceAssignmentRequest:
-      return HandleGetDefaultDeviceAssignment(
-          request.get_default_device_assignment_request(),
-          response->mutable_get_default_device_assignment_response());
-    case R::kRemapArraysRequest:
-      return HandleRemapArrays(request.remap_arrays_request(),
-                               response->mutable_remap_arrays_response());
-    case R::REQUEST_NOT_SET:
-      return absl::InvalidArgumentError("empty IfrtRequest: no request set");
-    default:
-      return absl::UnimplementedError(
-          absl::StrCat(RequestName(request), " is not supported by Switchyard"));
+  using Out = wire::IfrtResponse;
+  using Handles = std::vector<uint64_t>;
+  kinds.insert({
+      {R::kInitRequest,
+       {[](Session& s, const R&, Out* out) { return s.HandleInit(out->mutable_init_response()); }}},
+      {R::kCheckFutureRequest, {[](Session& s, const R& r, Out* out) {
+         out->mutable_check_future_response();
+         return s.HandleCheckFuture(r.check_future_request());
+       }}},
+      {R::kMakeArrayFromHostBufferRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleMakeArrayFromHostBuffer(
+              r.make_array_from_host_buffer_request(),
+              out->mutable_make_array_from_host_buffer_response());
+        },
+        [](const R& r) -> Handles {
+          const auto& m = r.make_array_from_host_buffer_request();
+          return {m.has_array_handle() ? m.array_handle() : m.host_buffer_handle()};
+        }}},
+      {R::kMakeArraysFromHostBufferShardsRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleMakeArraysFromHostBufferShards(
+              r.make_arrays_from_host_buffer_shards_request(),
+              out->mutable_make_arrays_from_host_buffer_shards_response());
+        },
+        [](const R& r) {
+          return All(r.make_arrays_from_host_buffer_shards_request().array_handles());
+        }}},
+      {R::kAssembleArrayFromSingleDeviceArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleAssemble(r.assemble_array_from_single_device_arrays_request(),
+                                  out->mutable_assemble_array_from_single_device_arrays_response());
+        },
+        [](const R& r) -> Handles {
+          return {r.assemble_array_from_single_device_arrays_request().result_handle()};
+        }}},
+      {R::kDisassembleIntoSingleDeviceArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleDisassemble(r.disassemble_into_single_device_arrays_request(),
+                                     out->mutable_disassemble_into_single_device_arrays_response());
+        },
+        [](const R& r) {
+          return All(r.disassemble_into_single_device_arrays_request().result_handles());
+        }}},
+      {R::kFullyReplicatedShardRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleFullyReplicatedShard(r.fully_replicated_shard_request(),
+                                              out->mutable_fully_replicated_shard_response());
+        },
+        [](const R& r) -> Handles {
+          return {r.fully_replicated_shard_request().result_handle()};
+        }}},
+      {R::kCopyArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleCopyArrays(r.copy_arrays_request(), out->mutable_copy_arrays_response());
+        },
+        [](const R& r) { return All(r.copy_arrays_request().result_handles()); }}},
+      {R::kReshardArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleReshardArrays(r.reshard_arrays_request(),
+                                       out->mutable_reshard_arrays_response());
+        },
+        [](const R& r) { return All(r.reshard_arrays_request().result_handles()); }}},
+      {R::kRemapArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleRemapArrays(r.remap_arrays_request(),
+                                     out->mutable_remap_arrays_response());
+        },
+        [](const R& r) { return All(r.remap_arrays_request().result_handles()); }}},
+      {R::kBitcastArraysRequest,
+       {nullptr, [](const R& r) { return All(r.bitcast_arrays_request().result_handles()); }}},
+      {R::kMakeErrorArraysRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleMakeErrorArrays(r.make_error_arrays_request(),
+                                         out->mutable_make_error_arrays_response());
+        },
+        [](const R& r) { return All(r.make_error_arrays_request().array_handles()); }}},
+      {R::kDeleteArrayRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleDeleteArray(r.delete_array_request(), out->mutable_delete_array_response());
+       }}},
+      {R::kDestructArrayRequest, {[](Session& s, const R& r, Out* out) {
+         out->mutable_destruct_array_response();
+         return s.HandleDestructArray(r.destruct_array_request());
+       }}},
+      {R::kIsArrayDeletedRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleIsArrayDeleted(r.is_array_deleted_request(),
+                                       out->mutable_is_array_deleted_response());
+       }}},
+      {R::kGetDefaultLayoutRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleGetDefaultLayout(r.get_default_layout_request(),
+                                         out->mutable_get_default_layout_response());
+       }}},
+      {R::kGetDefaultDeviceAssignmentRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleGetDefaultDeviceAssignment(
+             r.get_default_device_assignment_request(),
+             out->mutable_get_default_device_assignment_response());
+       }}},
+  });
+}
+
+// Compiled programs (their compile is answered by Process).
+void Session::AddExecutableRequestKinds(RequestKinds& kinds) {
+  using R = wire::IfrtRequest;
+  using Out = wire::IfrtResponse;
+  kinds.insert({
+      {R::kLoadedExecutableMetadataRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleExecutableMetadata(r.loaded_executable_metadata_request(),
+                                           out->mutable_loaded_executable_metadata_response());
+       }}},
+      {R::kLoadedExecutableHumanReadableProgramTextRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleProgramText(
+             r.loaded_executable_human_readable_program_text_request(),
+             out->mutable_loaded_executable_human_readable_program_text_response());
+       }}},
+      {R::kLoadedExecutableCostAnalysisRequest, {[](Session& s, const R& r, Out* out) {
+         return s.HandleCostAnalysis(r.loaded_executable_cost_analysis_request(),
+                                     out->mutable_loaded_executable_cost_analysis_response());
+       }}},
+      {R::kLoadedExecutableExecuteRequest,
+       {[](Session& s, const R& r, Out* out) {
+          return s.HandleExecute(r.loaded_executable_execute_request(),
+                                 out->mutable_loaded_executable_execute_response());
+        },
+        [](const R& r) {
+          return All(r.loaded_executable_execute_request().result_array_handle());
+        }}},
+      {R::kLoadedExecutableDestructRequest, {[](Session& s, const R& r, Out* out) {
+         out->mutable_loaded_executable_destruct_response();
+         return s.HandleExecutableDestruct(r.loaded_executable_destruct_request());
+       }}},
+      {R::kLoadedExecutableFetchExecuteResultRequest, {[](Session& s, const R& r, Out* out) {
+         out->mutable_loaded_executable_fetch_execute_result_response();
+         return s.HandleFetchExecuteResult(r.loaded_executable_fetch_execute_result_request());
+       }}},
+      {R::kLoadedExecutableDeleteRequest, {[](Session& s, const R&, Out* out) {
+         // Deprecated by the protocol; the reference answers a failing future too.
+         out->mutable_loaded_executable_delete_response()->set_future_handle(
+             s.NewFuture(absl::UnimplementedError("LoadedExecutable::Delete is not supported")));
+         return absl::OkStatus();
+       }}},
+      {R::kLoadedExecutableIsDeletedRequest, {[](Session&, const R&, Out* out) {
+         out->mutable_loaded_executable_is_deleted_response()->set_is_deleted(false);
+         return absl::OkStatus();
+       }}},
+  });
+}
+
+const Session::RequestKind* Session::FindRequestKind(const wire::IfrtRequest& request) {
+  // Process answers the requests that complete later (compiles, readiness, futures,
+  // fetches) before it looks here; a kind with no `answer` is refused as unsupported.
+  static const RequestKinds* const kinds = [] {
+    auto* kinds = new RequestKinds;
+    AddArrayRequestKinds(*kinds);
+    AddExecutableRequestKinds(*kinds);
+    return kinds;
+  }();
+  auto it = kinds->find(static_cast<int>(request.request_case()));
+  return it == kinds->end() ? nullptr : &it->second;
+}
+
+std::vector<uint64_t> Session::CreatedHandles(const wire::IfrtRequest& request) {
+  const RequestKind* kind = FindRequestKind(request);
+  if (kind == nullptr || kind->created == nullptr) return {};
+  std::vector<uint64_t> out = kind->created(request);
+  out.erase(std::remove(out.begin(), out.end(), uint64_t{0}), out.end());
+  return out;
+}
+
+absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response) {
+  if (request.request_case() == wire::IfrtRequest::REQUEST_NOT_SET) {
+    return absl::InvalidArgumentError("empty IfrtRequest: no request set");
   }
+  const RequestKind* kind = FindRequestKind(request);
+  if (kind == nullptr || kind->answer == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat(RequestName(request), " is not supported by Switchyard"));
+  }
+  return kind->answer(*this, request, response);
 }
 
 absl::Status Session::HandleInit(wire::InitResponse* response) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/limits.h"
@@ -145,6 +146,18 @@ class Session {
   absl::Status Health() const;
 
  private:
+  // One kind of request answered at once: how, and which client-chosen handles it makes
+  // (a failed request binds its error to them). One table lists them all (session.cc).
+  struct RequestKind {
+    absl::Status (*answer)(Session& session, const wire::IfrtRequest& request,
+                           wire::IfrtResponse* response) = nullptr;
+    std::vector<uint64_t> (*created)(const wire::IfrtRequest& request) = nullptr;
+  };
+  using RequestKinds = absl::flat_hash_map<int, RequestKind>;  // by IfrtRequest::request_case
+  static void AddArrayRequestKinds(RequestKinds& kinds);
+  static void AddExecutableRequestKinds(RequestKinds& kinds);
+  static const RequestKind* FindRequestKind(const wire::IfrtRequest& request);
+  static std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request);
   absl::Status Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response);
 
   // Requests, one handler each (session.cc, session_arrays.cc, session_executables.cc).
