@@ -18,7 +18,7 @@ class BuildWithStubs(build_py):
         out = pathlib.Path(self.build_lib)
         include = str(pathlib.Path(protoc.__file__).parent / "_proto")
         args = ["protoc", f"-I{root / 'proto'}", f"-I{include}", f"--python_out={out}",
-                f"--grpc_python_out={out}"]
+                f"--pyi_out={out}", f"--grpc_python_out={out}"]
         args += [str(root / "proto" / "switchyard" / f"{name}.proto") for name in PROTOS]
         if protoc.main(args) != 0:
             raise RuntimeError("protoc failed on proto/switchyard/*.proto")

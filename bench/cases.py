@@ -24,6 +24,7 @@ def setup(system, local_devices):
         import jax
         return jax
     import jax
+
     import switchyard
     switchyard.initialize()
     return jax
@@ -44,13 +45,12 @@ def slice_meshes(jax, slices, per_slice):
 
 def micro(jax, args):
     """Pathways Figure 5: a scalar all-reduce over a slice plus an add, feeding the next."""
-    import jax.numpy as jnp
     from jax.sharding import NamedSharding, PartitionSpec as P
     meshes = slice_meshes(jax, args.slices, args.per_slice)
     steps, fused, xs = [], [], []
     for mesh in meshes:
         n = len(mesh.devices.flat)
-        one = jax.shard_map(lambda v: jax.lax.psum(v, "d") / n + 1.0, mesh=mesh,
+        one = jax.shard_map(lambda v, n=n: jax.lax.psum(v, "d") / n + 1.0, mesh=mesh,
                             in_specs=P("d"), out_specs=P("d"))
         steps.append(jax.jit(one))
 
@@ -136,20 +136,29 @@ def latency(jax, args):
     if args.signal_sync:
         print("PIPELINED DONE", flush=True)
         sys.stdin.readline()
-    us = lambda v: float(v) * 1e6
-    return {"sync_p50_us": us(np.percentile(samples, 50)), "sync_p99_us": us(np.percentile(samples, 99)),
-            "issue_p50_us": us(np.percentile(issue, 50)), "issue_p99_us": us(np.percentile(issue, 99)),
+    def us(v):
+        return float(v) * 1e6
+
+    return {"sync_p50_us": us(np.percentile(samples, 50)),
+            "sync_p99_us": us(np.percentile(samples, 99)),
+            "issue_p50_us": us(np.percentile(issue, 50)),
+            "issue_p99_us": us(np.percentile(issue, 99)),
             "pipelined_per_call_us": us(total / args.iters),
             "sync_client_cpu_us": sync_cpu_us, "sync_wall_us": sync_wall_us,
             "pipelined_client_cpu_us": pipelined_cpu_us}
+
+
+def other_slice(devices, src):
+    """A device of another slice than `src`'s, or the last device when there is one slice."""
+    home = getattr(src, "slice_index", 0)
+    return next((d for d in devices if getattr(d, "slice_index", 0) != home), devices[-1])
 
 
 def bandwidth(jax, args):
     """host -> device (device_put), device -> host (fetch), device -> device (other slice)."""
     devices = jax.devices()
     src = devices[0]
-    dst = next((d for d in devices if getattr(d, "slice_index", 0) != getattr(src, "slice_index", 0)),
-               devices[-1])
+    dst = other_slice(devices, src)
     out = {}
     for mib in args.sizes:
         a = np.random.default_rng(0).integers(0, 255, size=mib << 20, dtype=np.uint8)
@@ -186,8 +195,7 @@ def copies(jax, args):
     stdin, so the bench reads the servers' copy counters between them."""
     devices = jax.devices()
     src = devices[0]
-    dst = next((d for d in devices if getattr(d, "slice_index", 0) != getattr(src, "slice_index", 0)),
-               devices[-1])
+    dst = other_slice(devices, src)
     mib = args.sizes[0]
     a = np.random.default_rng(0).integers(0, 255, size=mib << 20, dtype=np.uint8)
 
@@ -314,8 +322,9 @@ def hold(jax, args):
     return {"placed_at": placed_at, "closed_at": time.time()}
 
 
-CASES = {"compile_time": compile_time, "hold": hold, "micro": micro, "latency": latency, "bandwidth": bandwidth, "crossover": crossover,
-         "calibrate": calibrate, "client_load": client_load, "copies": copies}
+CASES = {"compile_time": compile_time, "hold": hold, "micro": micro, "latency": latency,
+         "bandwidth": bandwidth, "crossover": crossover, "calibrate": calibrate,
+         "client_load": client_load, "copies": copies}
 
 
 def main():

@@ -4,8 +4,8 @@
     python colocated_cases.py handoff MIB REPS   # an identity function on MIB MiB
 
 loader: a colocated class on each of the 2 hosts (slices) makes its host's part of the
-batch and a jitted step per slice reduces it; prints READY, waits for a line on stdin (the runner reads the
-proxy's byte counters around the timed steps), then runs STEPS steps.
+batch and a jitted step per slice reduces it; prints READY, waits for a line on stdin (the
+runner reads the proxy's byte counters around the timed steps), then runs STEPS steps.
 handoff: one array on one device through an identity function (worker -> sidecar ->
 worker, through the shared-memory directory), against numpy copying the same bytes in
 this process. The environment gives JAX_BACKEND_TARGET.
@@ -55,7 +55,8 @@ def main():
                                             sharding=sharding)
             loader = cp.colocated_python_class(Loader)(rows)
             next_batch = loader.next.specialize(out_specs_fn=lambda like, o=out_spec: o)
-            reduce = jax.jit(lambda b, k=len(devices): b.reshape(k, -1).sum(axis=1),
+            k = len(devices)
+            reduce = jax.jit(lambda b, k=k: b.reshape(k, -1).sum(axis=1),
                              out_shardings=sharding)
             loaders.append((loader, next_batch, reduce, like))
 

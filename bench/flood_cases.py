@@ -15,6 +15,7 @@ import numpy as np
 def main():
     import jax
     import jax.numpy as jnp
+
     import switchyard
     switchyard.initialize()
     mode, amount = sys.argv[1], float(sys.argv[2])

@@ -135,7 +135,8 @@ def render_flood(r):
         f"| B alone | {f['alone']['first_s'] * 1e3:.0f} ms | {f['alone']['p50_s'] * 1e3:.1f} ms | "
         f"{f['alone']['max_s'] * 1e3:.1f} ms | 1.0x |",
         f"| B while A floods | {f['during']['first_s'] * 1e3:.0f} ms | "
-        f"{f['during']['p50_s'] * 1e3:.1f} ms | {f['during']['max_s'] * 1e3:.1f} ms | {ratio:.1f}x |",
+        f"{f['during']['p50_s'] * 1e3:.1f} ms | {f['during']['max_s'] * 1e3:.1f} ms | "
+        f"{ratio:.1f}x |",
         "",
         f"A's launches: {f['flood_launches_per_s']:.0f}/s; A was still flooding when B ended: "
         f"{'yes' if f['flood_still_running'] else 'no (B measured part of it)'}; the proxy's "
@@ -177,13 +178,15 @@ def threads_of_children(parent_pid):
             try:
                 name = (task / "comm").read_text().strip()
                 cpu = cpu_seconds_of(task / "stat")
-                status = dict(line.split(":\t", 1) for line in (task / "status").read_text().splitlines()
+                status = dict(line.split(":\t", 1)
+                              for line in (task / "status").read_text().splitlines()
                               if ":\t" in line)
             except OSError:  # the thread ended meanwhile
                 continue
             row = threads.setdefault(f"{role} {name}", [0.0, 0])
             row[0] += cpu
-            row[1] += int(status["voluntary_ctxt_switches"]) + int(status["nonvoluntary_ctxt_switches"])
+            row[1] += (int(status["voluntary_ctxt_switches"])
+                       + int(status["nonvoluntary_ctxt_switches"]))
     return threads
 
 
@@ -323,8 +326,8 @@ def main():
                                                  reps, env=c.env())
                 # The same puts through files the proxy takes (every size: threshold 0).
                 disk = case("proxy", "bandwidth", "--sizes", *sizes, "--reps", reps, "--h2d_only",
-                            env={**c.env(),
-                                 "IFRT_PROXY_GRPC_LARGE_TRANSFER_OPTIMIZATION_THRESHOLD_BYTES": "0"})
+                            env={**c.env(), "IFRT_PROXY_GRPC_LARGE_TRANSFER_"
+                                 "OPTIMIZATION_THRESHOLD_BYTES": "0"})
                 for m, v in disk.items():
                     r["switchyard_bandwidth"][m]["disk_h2d"] = v["h2d"]
                 r["copies"] = copies(c, metrics_port, workers, 64 if quick else 256)
@@ -647,9 +650,9 @@ def checkpoint(sizes_mib):
         port = switchyard.cluster.free_port()
         with tempfile.TemporaryDirectory() as directory, switchyard.LocalCluster(
                 workers=2, devices_per_worker=4, flags=(f"--metrics_port={port}",)) as c:
-            process = subprocess.Popen([sys.executable, str(HERE / "checkpoint_cases.py"), directory,
-                                        str(mib)], env={**os.environ, **c.env()}, text=True,
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            process = subprocess.Popen([sys.executable, str(HERE / "checkpoint_cases.py"),
+                                        directory, str(mib)], env={**os.environ, **c.env()},
+                                       text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
             before = proxy_client_bytes(port)
             line = process.stdout.readline()
             assert line.startswith("SAVED"), line
@@ -805,9 +808,12 @@ def data_plane(rounds, sizes=(16, 64, 256)):
     return {"runs": runs, "raw": raw, "sizes": list(map(str, sizes))}
 
 
+def median(values):
+    return sorted(values)[len(values) // 2]
+
+
 def render_data_plane(r):
     d = r["data_plane"]
-    median = lambda values: sorted(values)[len(values) // 2]
     raw = {family: median(values) for family, values in d["raw"].items()}
 
     def rate(setup, mib, path):
@@ -850,7 +856,6 @@ def render_data_plane(r):
 
 def render_transport(r):
     t = r["transport"]
-    median = lambda values: sorted(values)[len(values) // 2]
 
     def of(name, pick):
         return median([pick(row) for row in t["runs"][name]])
@@ -870,7 +875,7 @@ def render_transport(r):
              "peer checked) and with `--rm_port`, `--proxy_port`, `--worker_port` (TCP on "
              "127.0.0.1). Ratio: Unix over TCP (above 1 is better for rates, below 1 for times).\n",
              "| metric | TCP | Unix sockets | ratio |", "|---|---|---|---|"]
-    for name, unit, pick, rate in metrics:
+    for name, unit, pick, _rate in metrics:
         tcp, unix = of("tcp", pick), of("unix", pick)
         lines.append(f"| {name} | {tcp:.0f} {unit} | {unix:.0f} {unit} | {unix / tcp:.2f}x |")
     h = t["handoff"]
@@ -883,8 +888,8 @@ def render_transport(r):
               "| | unconfined | sandboxed | ratio |", "|---|---|---|---|",
               f"| first call (sidecar start) | {first['unconfined']:.2f} s | "
               f"{first['sandboxed']:.2f} s | {first['sandboxed'] / first['unconfined']:.2f}x |",
-              f"| a call after | {call['unconfined'] * 1e3:.1f} ms | {call['sandboxed'] * 1e3:.1f} ms"
-              f" | {call['sandboxed'] / call['unconfined']:.2f}x |"]
+              f"| a call after | {call['unconfined'] * 1e3:.1f} ms | "
+              f"{call['sandboxed'] * 1e3:.1f} ms | {call['sandboxed'] / call['unconfined']:.2f}x |"]
     return "\n".join(lines) + "\n"
 
 
@@ -935,8 +940,9 @@ def render_checkpoint(r):
         fresh = mb / c["plain"]["read_fresh_s"] if "read_fresh_s" in c["plain"] else None
         fresh_cells = f"{fresh:.0f} | {rd / fresh:.2f}x" if fresh else "– | –"
         lines.append(f"| {c['mib']} MiB | {c['save_s']:.2f} | {w:.0f} | {pw:.0f} | {w / pw:.2f}x | "
-                     f"{c['restore_s']:.2f} | {rd:.0f} | {pr:.0f} | {rd / pr:.2f}x | {fresh_cells} | "
-                     f"{c['proxy_bytes_save'] / 1e3:.0f} kB | {c['proxy_bytes_restore'] / 1e3:.0f} kB |")
+                     f"{c['restore_s']:.2f} | {rd:.0f} | {pr:.0f} | {rd / pr:.2f}x | "
+                     f"{fresh_cells} | {c['proxy_bytes_save'] / 1e3:.0f} kB | "
+                     f"{c['proxy_bytes_restore'] / 1e3:.0f} kB |")
     return "\n".join(lines) + "\n"
 
 
@@ -995,23 +1001,24 @@ def crossover_ms(r, workers):
 
 
 def render(r):
-    lines = [f"# Switchyard benchmarks\n", f"Machine: {r['machine']}. Run: {r['date']}, "
+    lines = ["# Switchyard benchmarks\n", f"Machine: {r['machine']}. Run: {r['date']}, "
              f"{r['elapsed_s']:.0f} s. Ratios compare systems measured in this same run.\n"]
     lines += ["## 1. Pathways micro-benchmark (computations/s; one computation = all-reduce of a "
               f"slice's {PER_SLICE} scalars + add)\n",
               "| system | OpByOp | Chained (128) | Fused (128) |", "|---|---|---|---|"]
     for s in (1, 2, 4):
         m = r["local_micro"][s]
-        lines.append(f"| JAX in-process CPU, {s} slice(s) | {fmt(m['opbyop'])} | {fmt(m['chained'])} | "
-                     f"{fmt(m['fused'])} |")
+        lines.append(f"| JAX in-process CPU, {s} slice(s) | {fmt(m['opbyop'])} | "
+                     f"{fmt(m['chained'])} | {fmt(m['fused'])} |")
     for w, m in r["switchyard_micro"].items():
         lines.append(f"| Switchyard, {w} worker(s) | {fmt(m['opbyop'])} | {fmt(m['chained'])} | "
                      f"{fmt(m['fused'])} |")
     ray = r["ray"]
     if "error" not in ray:
-        lines.append(f"| Ray Core (actor call) | {fmt(ray['core_opbyop'])} | {fmt(ray['core_chained'])} | "
-                     f"{fmt(ray['core_fused'])} |")
-        lines.append(f"| Ray Compiled Graphs | {fmt(ray['cg_opbyop'])} | {fmt(ray['cg_chained'])} | – |")
+        lines.append(f"| Ray Core (actor call) | {fmt(ray['core_opbyop'])} | "
+                     f"{fmt(ray['core_chained'])} | {fmt(ray['core_fused'])} |")
+        lines.append(f"| Ray Compiled Graphs | {fmt(ray['cg_opbyop'])} | "
+                     f"{fmt(ray['cg_chained'])} | – |")
     else:
         lines.append(f"| Ray | not measured: {ray['error']} | | |")
     if "compile_cache" in r:
@@ -1115,15 +1122,17 @@ def render(r):
               "|---|---|---|---|---|---|"]
     for name, v in (("JAX in-process CPU", lat_local), ("Switchyard", lat_sy)):
         lines.append(f"| {name} | {v['sync_p50_us']:.0f} | {v['sync_p99_us']:.0f} | "
-                     f"{v['issue_p50_us']:.0f} | {v['issue_p99_us']:.0f} | {v['pipelined_per_call_us']:.0f} |")
+                     f"{v['issue_p50_us']:.0f} | {v['issue_p99_us']:.0f} | "
+                     f"{v['pipelined_per_call_us']:.0f} |")
     if "sync_server_cpu_us" in lat_sy:
         cpu = lat_sy["sync_server_cpu_us"]
         total = lat_sy["sync_client_cpu_us"] + sum(cpu.values())
         lines += ["", "Where a call's time goes (CPU per call, by process, 2 workers):\n",
                   "| call | wall | client (jaxlib) | proxy | workers | all CPU |",
                   "|---|---|---|---|---|---|",
-                  f"| synchronous | {lat_sy['sync_wall_us']:.0f} | {lat_sy['sync_client_cpu_us']:.0f} | "
-                  f"{cpu.get('proxy', 0):.0f} | {cpu.get('worker', 0):.0f} | {total:.0f} |"]
+                  f"| synchronous | {lat_sy['sync_wall_us']:.0f} | "
+                  f"{lat_sy['sync_client_cpu_us']:.0f} | {cpu.get('proxy', 0):.0f} | "
+                  f"{cpu.get('worker', 0):.0f} | {total:.0f} |"]
         if "pipelined_server_cpu_us" in lat_sy:
             piped = lat_sy["pipelined_server_cpu_us"]
             total = lat_sy["pipelined_client_cpu_us"] + sum(piped.values())
@@ -1148,14 +1157,15 @@ def render(r):
                 lines.append(f"| {name.replace('_', ' ')} | {v['round_trip_us']:.0f} | "
                              f"{v['cpu_us']:.0f} | {v['switches']:.1f} |")
     lines += ["", "## 4. Transfer bandwidth (MiB/s, best of the repetitions)\n",
-              "| size (MiB) | memcpy | raw gRPC up | raw gRPC down | host -> worker | host -> worker "
-              "(shared directory) | worker -> host | worker -> worker (other slice) |",
+              "| size (MiB) | memcpy | raw gRPC up | raw gRPC down | host -> worker | "
+              "host -> worker (shared directory) | worker -> host | "
+              "worker -> worker (other slice) |",
               "|---|---|---|---|---|---|---|---|"]
     for m, v in r["switchyard_bandwidth"].items():
         g = r["grpc"][m]
-        lines.append(f"| {m} | {fmt(v['memcpy'])} | {fmt(g['upload_mib_s'])} | {fmt(g['download_mib_s'])} | "
-                     f"{fmt(v['h2d'])} | {fmt(v.get('disk_h2d', 0))} | {fmt(v['d2h'])} | "
-                     f"{fmt(v['d2d'])} |")
+        lines.append(f"| {m} | {fmt(v['memcpy'])} | {fmt(g['upload_mib_s'])} | "
+                     f"{fmt(g['download_mib_s'])} | {fmt(v['h2d'])} | "
+                     f"{fmt(v.get('disk_h2d', 0))} | {fmt(v['d2h'])} | {fmt(v['d2d'])} |")
     if r.get("raw_stream"):
         lines += ["", f"Raw stream sockets between two processes (256 MiB into a buffer allocated "
                   f"once): TCP {r['raw_stream']['tcp']:.0f} MB/s, Unix "
@@ -1175,7 +1185,8 @@ def render(r):
     lines += ["", "## 5. " + render_several_clients(
         {int(n) if str(n).isdigit() else n: v for n, v in r["multiclient"].items()}).lstrip("# ")]
     if r.get("elastic"):
-        lines += ["", "## 6. Elasticity: kill -9 of one of 3 slices' worker under elastic training\n",
+        lines += ["",
+                  "## 6. Elasticity: kill -9 of one of 3 slices' worker under elastic training\n",
                   "examples/elastic_train.py (pathwaysutils.elastic Manager, host-memory snapshots "
                   "every 5 steps, `switchyard up` restarting the worker). Times from the kill.\n",
                   "| run | step time (baseline) | first good step on 2 slices | back on 3 slices | "
@@ -1204,8 +1215,8 @@ def plot(r, out):
         (f"Switchyard {w}w", m) for w, m in r["switchyard_micro"].items()]
     if "error" not in r["ray"]:
         systems.append(("Ray Core", {m: r["ray"][f"core_{m}"] for m in modes}))
-        systems.append(("Ray CG", {"opbyop": r["ray"]["cg_opbyop"], "chained": r["ray"]["cg_chained"],
-                                   "fused": 0}))
+        systems.append(("Ray CG", {"opbyop": r["ray"]["cg_opbyop"],
+                                   "chained": r["ray"]["cg_chained"], "fused": 0}))
     width = 0.8 / len(systems)
     for i, (name, m) in enumerate(systems):
         ax[0].bar([j + i * width for j in range(3)], [m[k] for k in modes], width, label=name)

@@ -86,7 +86,8 @@ def main():
                 grads.append(grad(params[s], x, y))
             grads = switchyard.mean_across_slices(grads)
             params = [update(p, g) for p, g in zip(params, grads)]
-            full = [np.concatenate(parts) for parts in zip(*(host_batch(s, step) for s in range(n)))]
+            full = [np.concatenate(parts)
+                    for parts in zip(*(host_batch(s, step) for s in range(n)))]
             local = update(local, grad(local, *jax.device_put(full, cpu)))
             if step % 10 == 0 or step == args.steps - 1:
                 print(f"step {step:3d}: loss {float(loss_fn(local, *full)):.6f}")

@@ -56,8 +56,8 @@ def main():
             params = [update(p, g) for p, g in zip(params, grads)]
             local = update(local, grad(local, x_local, y_local))
             if step % 10 == 0 or step == args.steps - 1:
-                print(f"step {step:3d}: loss {float(jax.jit(loss_fn)(params[0], xs[0], ys[0])):.6f} "
-                      f"(slice 0's half)")
+                loss = float(jax.jit(loss_fn)(params[0], xs[0], ys[0]))
+                print(f"step {step:3d}: loss {loss:.6f} (slice 0's half)")
         for p in params:
             for k in p:
                 np.testing.assert_allclose(np.asarray(p[k]), np.asarray(local[k]), rtol=1e-4,

@@ -86,7 +86,7 @@ def client(args) -> None:
             grads = switchyard.mean_across_slices([g for _, g in results])
             params = [update(p, g) for p, g in zip(params, grads)]
             # Waits for the step: a lost slice shows up here, as DATA_LOSS.
-            loss = float(np.mean([float(l) for l, _ in results]))
+            loss = float(np.mean([float(loss) for loss, _ in results]))
             step += 1
             print(json.dumps({"step": step, "loss": round(loss, 6), "slices": len(slices),
                               "time": round(time.monotonic() - start, 3)}), flush=True)

@@ -53,7 +53,7 @@ def train(device, x, y, steps):
         for _ in range(steps):
             params, state, loss = step(params, state, x, y)
             losses.append(loss)  # stays on the device; fetched once at the end
-        return [float(l) for l in losses]
+        return [float(loss) for loss in losses]
 
 
 def main():

@@ -78,7 +78,8 @@ def initialize(target: str | None = None, connection_timeout_s: int | None = Non
             options.connection_timeout_in_seconds = int(timeout_s)
         address = jax.config.read("jax_backend_target")
         if not address:
-            raise RuntimeError("no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
+            raise RuntimeError(
+                "no Switchyard proxy address: set JAX_BACKEND_TARGET or pass target=")
         options = connection_options(options, token, virtual_slices)
         check_token(address, options)
         return ifrt_proxy.get_client(address, options)

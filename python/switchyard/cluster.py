@@ -68,7 +68,8 @@ def find_child(parent: int, role: str, slice_index: int | None = None) -> int:
         if len(argv) > 1 and argv[1] == role and (
                 slice_index is None or f"--slice_index={slice_index}" in argv):
             return int(entry)
-    raise LookupError(f"no running {role}" + ("" if slice_index is None else f" of slice {slice_index}"))
+    where = "" if slice_index is None else f" of slice {slice_index}"
+    raise LookupError(f"no running {role}{where}")
 
 
 class LocalCluster:
@@ -106,7 +107,7 @@ class LocalCluster:
         self.flags = tuple(flags)
         self._process: subprocess.Popen | None = None
 
-    def __enter__(self) -> "LocalCluster":
+    def __enter__(self) -> LocalCluster:
         self.start()
         return self
 
@@ -131,20 +132,24 @@ class LocalCluster:
             cmd.append(f"--large_transfer_directory={self.large_transfer_directory}")
         cmd.extend(self.flags)
         self._process = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        out = self._process.stdout
+        assert out is not None  # stdout=PIPE
         deadline = time.monotonic() + self._timeout
-        line = self._process.stdout.readline()  # blocks until ready, or EOF if up failed
+        line = out.readline()  # blocks until ready, or EOF if up failed
         if "local cluster ready" not in line or time.monotonic() > deadline:
             self.stop()
             raise RuntimeError(f"switchyard up did not start (said {line!r})")
         # "... ready: resource manager ADDRESS, ...", then "  JAX_PLATFORMS=proxy
         # JAX_BACKEND_TARGET=TARGET ..."
         self.rm_address = line.split("resource manager ", 1)[1].split(",", 1)[0]
-        usage = self._process.stdout.readline()
+        usage = out.readline()
         self.target = usage.split("JAX_BACKEND_TARGET=", 1)[1].split()[0]
 
     @property
     def pid(self) -> int:
         """The `switchyard up` process; the rm, workers and proxy are its children."""
+        if self._process is None:
+            raise RuntimeError("the cluster is not started")
         return self._process.pid
 
     def child_pid(self, role: str, slice_index: int | None = None) -> int:

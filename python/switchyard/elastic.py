@@ -23,7 +23,8 @@ for one state array with a replica axis and works through Switchyard too.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 
 def _is_slice_down(error: Exception) -> bool:

@@ -18,6 +18,7 @@ import secrets
 import threading
 import traceback
 import weakref
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ _INTERNAL = 13
 _NOT_FOUND = 5
 
 _lock = threading.Lock()
-_servers: dict[str, "_Server"] = {}
+_servers: dict[str, _Server] = {}
 
 
 def install() -> None:
@@ -54,7 +55,7 @@ def install() -> None:
             pass
         return executable
 
-    backend_compile_and_load._switchyard = True
+    backend_compile_and_load._switchyard = True  # type: ignore[attr-defined]
     compiler.backend_compile_and_load = backend_compile_and_load
 
 
@@ -67,7 +68,7 @@ def close() -> None:
         server.close()
 
 
-def _server() -> "_Server":
+def _server() -> _Server:
     import jax
 
     target = jax.config.read("jax_backend_target") or ""
@@ -104,7 +105,7 @@ class _Server:
 
     def register(self, functions) -> str:
         key = secrets.token_hex(16)
-        state = {"done": threading.Event(), "error": None}
+        state: dict[str, Any] = {"done": threading.Event(), "error": None}
         with self._lock:
             if self.broken is not None:
                 raise RuntimeError(f"the host callback stream to the proxy broke: {self.broken}")

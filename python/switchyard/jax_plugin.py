@@ -31,5 +31,5 @@ def initialize() -> None:
         check_token(address, options)  # a refused token fails now, not after the timeout
         return get_client(address, options)
 
-    get_client_with_token._switchyard_token = True
+    get_client_with_token._switchyard_token = True  # type: ignore[attr-defined]
     ifrt_proxy.get_client = get_client_with_token

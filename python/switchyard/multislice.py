@@ -4,7 +4,8 @@ work across slices is MPMD: a program per slice, and arrays moved between slices
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 
 def mean_across_slices(trees: Sequence[Any]) -> list[Any]:
@@ -18,11 +19,10 @@ def mean_across_slices(trees: Sequence[Any]) -> list[Any]:
 
     if not trees:
         return []
-    n = len(trees)
     flat = [jax.tree_util.tree_flatten(t) for t in trees]
     treedef = flat[0][1]
-    for leaves, other in flat[1:]:
-        if other != treedef:
+    for _, other in flat[1:]:
+        if other != treedef:  # type: ignore[operator]  # PyTreeDef's stub has no __ne__
             raise ValueError(f"pytrees differ: {treedef} vs {other}")
     home = [leaf.sharding for leaf in flat[0][0]]
     gathered = [[jax.device_put(leaves[k], home[k]) for leaves, _ in flat]
@@ -39,7 +39,7 @@ def _mean(*parts):
     return _mean_fn(len(parts))(*parts)
 
 
-_MEAN_FNS = {}
+_MEAN_FNS: dict[int, Callable[..., Any]] = {}
 
 
 def _mean_fn(n):

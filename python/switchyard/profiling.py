@@ -89,6 +89,6 @@ def install() -> None:
     _original["start_trace"] = jax_profiler.start_trace
     _original["stop_trace"] = jax_profiler.stop_trace
     for module in (jax.profiler, jax_profiler):
-        module.start_trace = start_trace
-        module.stop_trace = stop_trace
-        module.trace = trace
+        for name, function in (("start_trace", start_trace), ("stop_trace", stop_trace),
+                               ("trace", trace)):
+            setattr(module, name, function)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import jax
-from jax.extend import mlir as jax_mlir
 from jax._src.lib import xla_client
+from jax.extend import mlir as jax_mlir
 from jaxlib.mlir.dialects import stablehlo
 
 
@@ -28,6 +28,8 @@ def lower_portable(fn, *args, target: str | None = None) -> Program:
     """
     lowered = jax.jit(fn).lower(*args)
     module = lowered.compiler_ir("stablehlo")
+    if module is None:
+        raise ValueError("the function did not lower to StableHLO")
     own = stablehlo.get_current_version()
     version = stablehlo.get_smaller_version(target, own) if target else own
     code = jax_mlir.serialize_portable_artifact(module.operation.get_asm(binary=True), version)

@@ -69,7 +69,7 @@ class WorkerClient:
     def close(self) -> None:
         self._channel.close()
 
-    def __enter__(self) -> "WorkerClient":
+    def __enter__(self) -> WorkerClient:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -119,6 +119,8 @@ class WorkerClient:
             if chunk.HasField("header"):
                 header = chunk.header
             parts.append(chunk.data)
+        if header is None:
+            raise RuntimeError(f"the worker sent buffer {buffer_id} without its header")
         dtype = _NUMPY[header.dtype]
         return np.frombuffer(b"".join(parts), dtype=dtype).reshape(tuple(header.dims))
 

@@ -160,7 +160,9 @@ class Session {
   static std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request);
   absl::Status Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response);
 
-  // Requests, one handler each (session.cc, session_arrays.cc, session_executables.cc).
+  // Requests, one handler each (session.cc, session_arrays.cc, session_executables.cc;
+  // the plugin programs and colocated Python below), reached through the table of
+  // request kinds.
   absl::Status HandleInit(wire::InitResponse* response);
   absl::Status HandleCheckFuture(const wire::CheckFutureRequest& request);
   absl::Status HandleMakeArrayFromHostBuffer(const wire::MakeArrayFromHostBufferRequest& request,

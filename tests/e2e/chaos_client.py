@@ -80,7 +80,7 @@ def main() -> None:
                        for w, i, sh in zip(weights, parts, shardings)]
             grads = switchyard.mean_across_slices([g for _, g in results])
             weights = [update(w, g) for w, g in zip(weights, grads)]
-            loss = float(np.mean([float(l) for l, _ in results]))
+            loss = float(np.mean([float(loss) for loss, _ in results]))
             host_w = np.asarray(weights[0])
             counts["ok"] += 1
             for s in active:

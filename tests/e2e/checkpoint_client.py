@@ -75,7 +75,8 @@ def main():
     def spec(leaf):
         # Rows over 'x', columns over 'y' where they divide; scalars replicated.
         if leaf.ndim == 2:
-            return P("x" if leaf.shape[0] % 2 == 0 else None, "y" if leaf.shape[1] % 4 == 0 else None)
+            return P("x" if leaf.shape[0] % 2 == 0 else None,
+                     "y" if leaf.shape[1] % 4 == 0 else None)
         if leaf.ndim == 1:
             return P("y" if leaf.shape[0] % 4 == 0 else None)
         return P()
@@ -90,7 +91,8 @@ def main():
     checkpointer.save(path, state)
     checkpointer.wait_until_finished()
     def name(path):  # Orbax's parameter name: the keys joined by dots
-        return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))) for k in path)
+        return ".".join(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k))))
+                        for k in path)
     np.savez(os.path.join(args.directory, "expected.npz"),
              **{name(path): leaf for path, leaf in jax.tree_util.tree_flatten_with_path(host)[0]})
     print("SAVED", flush=True)
@@ -109,7 +111,8 @@ def main():
     print("PASS same_mesh", flush=True)
     # Slice 1's devices, reversed, rows split four ways.
     other = Mesh(np.array(devices[4:][::-1]).reshape(4, 1), ("x", "y"))
-    restore(other, lambda leaf: P() if leaf.ndim == 0 else P("x" if leaf.shape[0] % 4 == 0 else None))
+    restore(other,
+            lambda leaf: P() if leaf.ndim == 0 else P("x" if leaf.shape[0] % 4 == 0 else None))
     print("PASS other_mesh", flush=True)
     fewer = Mesh(np.array(devices[:4]).reshape(2, 2), ("x", "y"))  # slice 0 only
     restore(fewer)

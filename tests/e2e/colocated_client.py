@@ -53,7 +53,6 @@ def main():
     def identity():
         # A sandboxed sidecar is pid 1 of its own PID namespace: its private directory
         # (TMPDIR) tells the processes apart.
-        import os
         import zlib
         return zlib.crc32(f"{os.getpid()} {os.environ.get('TMPDIR', '')}".encode())
 
@@ -142,7 +141,6 @@ def main():
 
     @cp.colocated_python
     def crash(x):
-        import os
         import signal
         os.kill(os.getpid(), signal.SIGKILL)
 
@@ -184,8 +182,6 @@ def main():
 
     @cp.colocated_python
     def write_shards(x):
-        import os
-        import jax
         import numpy as np
         os.makedirs(directory, exist_ok=True)
         for s in x.addressable_shards:
@@ -245,7 +241,7 @@ def main():
     @cp.colocated_python
     def resize(x):
         import errno
-        import os
+
         import jax
         import numpy as np
         tried = refused = 0

@@ -11,7 +11,18 @@ import time
 import pytest
 
 import switchyard
-from switchyard.cluster import free_port
+
+
+def wait_until(predicate, timeout: float = 30, what: str = "the condition",
+               interval: float = 0.1):
+    """Polls `predicate` until it returns something true, and returns that; fails the test
+    with `what` if `timeout` seconds pass first. For conditions no process announces."""
+    deadline = time.monotonic() + timeout
+    while not (value := predicate()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout} s")
+        time.sleep(interval)
+    return value
 
 
 class Process:
@@ -26,7 +37,8 @@ class Process:
                                      env={**os.environ, **(env or {})})
         self.lines: list[str] = []
         self._cond = threading.Condition()
-        threading.Thread(target=self._pump, daemon=True).start()
+        self._pump_thread = threading.Thread(target=self._pump, daemon=True)
+        self._pump_thread.start()
 
     def _pump(self):
         for line in self.proc.stdout:
@@ -63,7 +75,7 @@ class Process:
 
     def wait_exit(self, timeout: float = 30) -> int:
         code = self.proc.wait(timeout=timeout)
-        time.sleep(0.05)  # let the pump take the last lines
+        self._pump_thread.join(timeout)  # the last lines are in `lines` once it ends
         return code
 
     def stop(self, sig=signal.SIGTERM):
@@ -99,10 +111,9 @@ def plugin() -> str:
 @pytest.fixture
 def rm(spawn):
     """A running resource manager; `.address` is where it listens."""
-    port = free_port()
-    process = spawn("rm", f"--server_port={port}")
-    process.wait_for("resource manager listening")
-    process.address = f"127.0.0.1:{port}"
+    process = spawn("rm", "--server_port=0")  # the port it binds is in its first line
+    line = process.wait_for("resource manager listening on ")
+    process.address = line.split("resource manager listening on ")[1].split()[0]
     return process
 
 

@@ -18,10 +18,12 @@ subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{_ROOT / 'proto'}
                 *[str(p) for p in sorted((_ROOT / "proto" / "xla").glob("*.proto"))]], check=True)
 sys.path.insert(0, str(_OUT))
 
-from ifrt import grpc_ifrt_service_pb2 as g  # noqa: E402
-from ifrt import grpc_ifrt_service_pb2_grpc as gg  # noqa: E402
-from ifrt import ifrt_service_pb2 as s  # noqa: E402
-from ifrt import ifrt_types_pb2 as t  # noqa: E402
+from ifrt import (  # noqa: E402  (generated just above)
+    grpc_ifrt_service_pb2 as g,
+    grpc_ifrt_service_pb2_grpc as gg,
+    ifrt_service_pb2 as s,
+    ifrt_types_pb2 as t,  # noqa: F401  (the tests take it from here)
+)
 
 SERVICE = "/xla.ifrt.proxy.GrpcIfrtService/"
 
@@ -56,7 +58,7 @@ class RawSession:
     """An IfrtSession stream that sends raw bytes and returns parsed responses."""
 
     def __init__(self, ch, protocol=25, serdes=6, initialization_data: dict | None = None):
-        self._requests = queue.Queue()
+        self._requests: queue.Queue = queue.Queue()
         session = g.GrpcIfrtSessionMetadata(version=s.IfrtProxyVersion(
             protocol_version=protocol, ifrt_serdes_version_number=serdes))
         for key, value in (initialization_data or {}).items():

@@ -11,10 +11,11 @@ JAX_BACKEND_TARGET. Expects 2 slices of 4 devices.
 import datetime
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
-CHECKS = {}
+CHECKS: dict[str, Callable[..., None]] = {}
 
 
 def check(fn):
@@ -158,7 +159,8 @@ def read_trace(directory):
     import glob
     import gzip
     import json
-    files = glob.glob(os.path.join(directory, "plugins", "profile", "*", "switchyard.trace.json.gz"))
+    files = glob.glob(os.path.join(directory, "plugins", "profile", "*",
+                                   "switchyard.trace.json.gz"))
     assert len(files) == 1, files
     with gzip.open(files[0], "rt") as f:
         return json.load(f)
@@ -176,7 +178,8 @@ def check_trace(trace):
     for pid, name in names.items():
         mine = [e for e in spans if e["pid"] == pid]
         if name == "proxy":
-            assert any(e["cat"] == "request" and e["name"] == "loaded_executable_execute_request" for e in mine), mine[:5]
+            assert any(e["cat"] == "request" and e["name"] == "loaded_executable_execute_request"
+                       for e in mine), mine[:5]
         else:
             launches = [e for e in mine if e["cat"] == "launch"]
             assert launches, (name, mine[:5])
@@ -200,7 +203,6 @@ def train_steps():
 
 @check
 def a_profile_taken_with_pathwaysutils_has_a_row_per_process(directory):
-    import jax
     from pathwaysutils import profiling
     root = os.environ["SWITCHYARD_TEST_MOUNT_ROOT"]  # the cluster's --storage_mount_root
     os.makedirs(os.path.join(root, "bucket", "profiles"), exist_ok=True)
@@ -218,6 +220,7 @@ def profile_with_switchyard_initialize(directory):
     """jax.profiler.trace to a local directory, switchyard.initialize() (run alone: a
     process has one backend initialization)."""
     import glob
+
     import jax
     log_dir = os.path.join(directory, "tensorboard")
     with jax.profiler.trace(log_dir):

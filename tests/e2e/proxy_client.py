@@ -10,14 +10,16 @@ Exits non-zero on the first failing check. The environment gives JAX_BACKEND_TAR
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-CHECKS = {}
-MULTISLICE = {}
+CHECKS: dict[str, Callable[..., Any]] = {}
+MULTISLICE: dict[str, Callable[..., Any]] = {}
 # Checks that need switchyard.initialize(): with plain pathwaysutils they assert the
 # client's own refusal instead.
-SWITCHYARD_ONLY = {}
+SWITCHYARD_ONLY: dict[str, Callable[..., Any]] = {}
 
 
 def check(fn):
@@ -52,11 +54,12 @@ def on_both(fn, *args, rtol=1e-5, atol=1e-6):
     proxy, cpu = jax.devices()[0], jax.devices("cpu")[0]
     remote = jax.jit(fn)(*[jax.device_put(a, proxy) for a in args])
     local = jax.jit(fn)(*[jax.device_put(a, cpu) for a in args])
-    for r, l in zip(jax.tree_util.tree_leaves(remote), jax.tree_util.tree_leaves(local)):
-        assert r.dtype == l.dtype and r.shape == l.shape, (r.dtype, r.shape, l.dtype, l.shape)
+    for r, mine in zip(jax.tree_util.tree_leaves(remote), jax.tree_util.tree_leaves(local)):
+        assert r.dtype == mine.dtype and r.shape == mine.shape, (r.dtype, r.shape, mine.dtype,
+                                                                 mine.shape)
         assert next(iter(r.devices())).client.runtime_type == "proxy/pathways"
-        np.testing.assert_allclose(np.asarray(r, dtype=np.float64) if r.dtype.kind == "V" else np.asarray(r),
-                                   np.asarray(l), rtol=rtol, atol=atol)
+        got = np.asarray(r, dtype=np.float64) if r.dtype.kind == "V" else np.asarray(r)
+        np.testing.assert_allclose(got, np.asarray(mine), rtol=rtol, atol=atol)
     return remote
 
 
@@ -85,10 +88,13 @@ def programs():
     on_both(jax.grad(lambda p, a: jnp.sum(jnp.tanh(a @ p) ** 2)), w, x, rtol=1e-4)
     on_both(jax.vmap(lambda row: jnp.dot(row, row)), x, rtol=1e-4)
     on_both(lambda a: jax.lax.scan(lambda c, r: (c + r.sum(), c), 0.0, a), x, rtol=1e-4)
-    on_both(lambda n: jax.lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 2), (0, 1)),
-            np.int32(10))
-    on_both(lambda p, a: jax.lax.cond(p > 0, lambda v: v * 2, lambda v: v - 1, a), np.float32(1), x)
-    on_both(lambda p, a: jax.lax.cond(p > 0, lambda v: v * 2, lambda v: v - 1, a), np.float32(-1), x)
+    on_both(lambda n: jax.lax.while_loop(lambda s: s[0] < n, lambda s: (s[0] + 1, s[1] * 2),
+                                         (0, 1)), np.int32(10))
+    def branch(p, a):
+        return jax.lax.cond(p > 0, lambda v: v * 2, lambda v: v - 1, a)
+
+    on_both(branch, np.float32(1), x)
+    on_both(branch, np.float32(-1), x)
     on_both(lambda k: jax.random.normal(jax.random.wrap_key_data(k), (5, 3)),
             np.asarray(jax.random.key_data(jax.random.key(42))))
 
@@ -97,7 +103,8 @@ def programs():
 def dtypes():
     _, jnp = jax_modules()
     import ml_dtypes
-    for dtype in (np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.int8, np.uint8, np.bool_):
+    for dtype in (np.float32, ml_dtypes.bfloat16, np.float16, np.int32, np.int8, np.uint8,
+                  np.bool_):
         a = (np.arange(12).reshape(3, 4) % 5).astype(dtype)
         if dtype == np.bool_:
             on_both(lambda v: jnp.logical_not(v) | v[::-1], a)
@@ -317,9 +324,11 @@ def copies_within_and_across_slices():
         np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(y)), a + 1)
     for dtype in (np.int8, np.float16, np.bool_, np.int32):
         b = (np.arange(10) % 3).astype(dtype)
-        np.testing.assert_array_equal(np.asarray(jax.device_put(jax.device_put(b, s[0][0]), s[2][0])), b)
+        there = jax.device_put(jax.device_put(b, s[0][0]), s[2][0])
+        np.testing.assert_array_equal(np.asarray(there), b)
     big = np.random.default_rng(0).normal(size=(1 << 22,)).astype(np.float32)  # 16 MiB
-    np.testing.assert_array_equal(np.asarray(jax.device_put(jax.device_put(big, s[1][1]), s[2][1])), big)
+    there = jax.device_put(jax.device_put(big, s[1][1]), s[2][1])
+    np.testing.assert_array_equal(np.asarray(there), big)
 
 
 @multislice_check
@@ -334,8 +343,9 @@ def memory_kinds():
             y = jax.device_put(x, SingleDeviceSharding(device, memory_kind=kind))
             assert y.sharding.memory_kind == kind
             np.testing.assert_array_equal(np.asarray(y), a)
-    host = jax.device_put(x, NamedSharding(Mesh(np.array(s[1]), ("x",)), P("x"), memory_kind="pinned_host"))
-    back = jax.device_put(host, NamedSharding(Mesh(np.array(s[1]), ("x",)), P("x"), memory_kind="device"))
+    mesh = Mesh(np.array(s[1]), ("x",))
+    host = jax.device_put(x, NamedSharding(mesh, P("x"), memory_kind="pinned_host"))
+    back = jax.device_put(host, NamedSharding(mesh, P("x"), memory_kind="device"))
     assert back.sharding.memory_kind == "device"
     np.testing.assert_array_equal(np.asarray(jax.jit(lambda v: v + 1)(back)), a + 1)
 
@@ -359,11 +369,11 @@ def sharded_arrays_between_slices():
 @multislice_check
 def pathwaysutils_resharding():
     jax, jnp = jax_modules()
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     import pathwaysutils.jax as pw_jax
-    from pathwaysutils.reshard import reshard
-    from pathwaysutils.experimental.split_by_mesh_axis import split_by_mesh_axis
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
     from pathwaysutils.experimental.concatenate_by_mesh_axis import concatenate_by_mesh_axis
+    from pathwaysutils.experimental.split_by_mesh_axis import split_by_mesh_axis
+    from pathwaysutils.reshard import reshard
     s = slices()
     m0, m1 = Mesh(np.array(s[0]), ("x",)), Mesh(np.array(s[2]), ("x",))
     a = np.arange(32, dtype=np.float32).reshape(4, 8)
@@ -515,6 +525,7 @@ def training_libraries():
 
     # orbax: save a sharded pytree, restore it with its shardings.
     import tempfile
+
     import orbax.checkpoint as ocp
     with tempfile.TemporaryDirectory() as tmp:
         checkpointer = ocp.StandardCheckpointer()
@@ -607,7 +618,8 @@ def introspection():
     text, local_text = remote.as_text(), local.as_text()
     assert text is not None and text.startswith("HloModule"), text
     # The same module and entry layout (local JAX prints more config and debug names).
-    assert local_text.splitlines()[0].startswith(text.splitlines()[0]), (text[:300], local_text[:300])
+    assert local_text.splitlines()[0].startswith(text.splitlines()[0]), (text[:300],
+                                                                         local_text[:300])
     assert "tanh" in text, text
 
 
@@ -631,8 +643,8 @@ def host_callbacks():
     from jax.experimental import io_callback
     x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     # pure_callback inside a program, compared with local JAX.
-    on_both(lambda v: jax.pure_callback(lambda a: np.tanh(a) * 3, jax.ShapeDtypeStruct(v.shape, v.dtype),
-                                        v) + v, x)
+    on_both(lambda v: jax.pure_callback(lambda a: np.tanh(a) * 3,
+                                        jax.ShapeDtypeStruct(v.shape, v.dtype), v) + v, x)
     # Several operands and results of several dtypes.
     def many(a, b, c):
         return a.astype(np.int32) + 1, (b * 2).astype(b.dtype), ~c
@@ -641,7 +653,8 @@ def host_callbacks():
     on_both(lambda a, b, c: jax.pure_callback(many, specs, a, b, c), np.arange(4, dtype=np.int8),
             np.ones((2, 2), jnp.bfloat16), np.array([True, False, True]))
     # vmap over a callback (one call per element, sequentially).
-    on_both(jax.vmap(lambda v: jax.pure_callback(lambda a: a * a, jax.ShapeDtypeStruct((4,), v.dtype), v,
+    on_both(jax.vmap(lambda v: jax.pure_callback(lambda a: a * a,
+                                                 jax.ShapeDtypeStruct((4,), v.dtype), v,
                                                  vmap_method="sequential")), x)
     # debug.print inside a jitted loop prints every iteration, in order.
     out = io.StringIO()
@@ -658,7 +671,8 @@ def host_callbacks():
     def record(v):
         seen.append(int(v))
         return np.int32(int(v) * 3)
-    io_fn = jax.jit(lambda v: io_callback(record, jax.ShapeDtypeStruct((), jnp.int32), v, ordered=True))
+    io_fn = jax.jit(lambda v: io_callback(record, jax.ShapeDtypeStruct((), jnp.int32), v,
+                                          ordered=True))
     results = [int(io_fn(jnp.int32(i))) for i in range(6)]
     jax.effects_barrier()
     assert results == [i * 3 for i in range(6)] and seen == list(range(6)), (results, seen)
@@ -668,8 +682,11 @@ def host_callbacks():
     sharded = jax.device_put(np.arange(8, dtype=np.float32),
                              jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("x")))
     shards = []
-    jax.jit(lambda v: (jax.debug.callback(lambda s: shards.append(np.asarray(s).copy()), v), v * 2)[1])(
-        sharded).block_until_ready()
+    def record_shards(v):
+        jax.debug.callback(lambda s: shards.append(np.asarray(s).copy()), v)
+        return v * 2
+
+    jax.jit(record_shards)(sharded).block_until_ready()
     jax.effects_barrier()
     assert sorted(np.concatenate([np.ravel(s) for s in shards]).tolist()) == list(range(8)) or \
         any(np.array_equal(np.ravel(s), np.arange(8)) for s in shards), shards

@@ -12,9 +12,9 @@ import shutil
 import signal
 import subprocess
 import time
+from typing import cast
 
 from switchyard.cluster import free_port
-
 
 
 def available() -> str | None:
@@ -107,8 +107,8 @@ class SlurmCluster:
                 return
             for daemon in self._daemons:
                 if daemon.poll() is not None:
-                    raise RuntimeError(f"{daemon.args[len(self.prefix)]} exited ({daemon.returncode}):\n"
-                                       + self.logs())
+                    name = cast(list[str], daemon.args)[len(self.prefix)]
+                    raise RuntimeError(f"{name} exited ({daemon.returncode}):\n" + self.logs())
             if time.monotonic() > deadline:
                 raise RuntimeError(f"nodes not idle within {timeout}s: {out!r}\n" + self.logs())
             time.sleep(0.5)

@@ -12,6 +12,7 @@ import time
 import pytest
 
 import switchyard
+from conftest import wait_until
 
 HERE = pathlib.Path(__file__).parent
 
@@ -106,10 +107,7 @@ def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
         assert client.stdout.readline().startswith("CALLED")
-        deadline = time.monotonic() + 60
-        while not sidecars(cluster):
-            assert time.monotonic() < deadline, "no sidecar started"
-            time.sleep(0.2)
+        wait_until(lambda: sidecars(cluster), 60, "no sidecar started", interval=0.2)
     finally:
         client.kill()
         client.wait()
@@ -140,7 +138,8 @@ def test_a_cluster_without_python_says_so(tmp_path, monkeypatch):
             [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
             env={**os.environ, "JAX_BACKEND_TARGET": c.target,
                  "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"})
-    assert "ERROR" in result.stdout and "--python" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert "ERROR" in result.stdout and "--python" in result.stdout, (result.stdout
+                                                                      + result.stderr[-3000:])
 
 
 def test_a_killed_proxy_mid_call_frees_its_sidecar(tmp_path):
@@ -156,10 +155,7 @@ def test_a_killed_proxy_mid_call_frees_its_sidecar(tmp_path):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             assert client.stdout.readline().startswith("CALLED")
-            deadline = time.monotonic() + 60
-            while not sidecars(c):
-                assert time.monotonic() < deadline, "no sidecar started"
-                time.sleep(0.2)
+            wait_until(lambda: sidecars(c), 60, "no sidecar started", interval=0.2)
             os.kill(c.child_pid("proxy"), signal.SIGKILL)
             _, err = client.communicate(timeout=120)
             assert client.returncode != 0 and "UNAVAILABLE" in err, err[-2000:]

@@ -4,7 +4,6 @@ a plugin change misses and says why, a corrupt entry is replaced, a location tha
 be used is a clear error, and `switchyard cache` lists, sums and prunes."""
 
 import os
-import pathlib
 import shutil
 import subprocess
 import sys

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port
+from switchyard.cluster import free_port
 
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
@@ -34,6 +34,7 @@ class Browser:
             os.dup2(r, 3)
             os.dup2(w, 4)
 
+        assert CHROMIUM is not None  # the module is skipped without it
         self.proc = subprocess.Popen(
             [CHROMIUM, "--headless", "--remote-debugging-pipe", "--no-sandbox",
              "--disable-gpu", "--no-first-run", f"--user-data-dir={profile}", url],

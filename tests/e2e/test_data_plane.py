@@ -41,9 +41,10 @@ z = jax.device_put(jax.device_put(a, NamedSharding(m0, P("x"))), NamedSharding(m
 np.testing.assert_array_equal(np.asarray(z), a)
 # Fetches to the client: the proxy reads these from the worker's data plane (from
 # 1 MiB), every dtype, sizes around the floor and the plane's chunks, sharded too.
-for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**20), (np.uint8, 2**20 - 1), (np.int16, 5 * 2**19 + 3),
-                 (np.float16, 2**20 + 1), (jax.numpy.bfloat16, 3 * 2**20 + 5), (np.int32, 2**20 + 7),
-                 (np.uint32, 2**18), (np.float32, 9 * 2**18 + 1), (np.complex64, 2**18 + 3),
+for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**20), (np.uint8, 2**20 - 1),
+                 (np.int16, 5 * 2**19 + 3), (np.float16, 2**20 + 1),
+                 (jax.numpy.bfloat16, 3 * 2**20 + 5), (np.int32, 2**20 + 7), (np.uint32, 2**18),
+                 (np.float32, 9 * 2**18 + 1), (np.complex64, 2**18 + 3),
                  (np.uint8, 0), (np.uint8, 1)]:
     v = rng.integers(0, 2, n).astype(dtype) if dtype == np.bool_ else \
         (rng.standard_normal(n) * 100).astype(dtype)
@@ -104,7 +105,8 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         address = line.split("bulk transfers on ")[1].split()[0]
         assert address.startswith("unix:") == (plane == "unix"), address
         # Strangers: not our framing, then our framing with a ticket nobody was given.
-        assert refused(address, b"GET / HTTP/1.0\r\n\r\n" + b"\0" * 22)[:4] == (3).to_bytes(4, "little")
+        answer = refused(address, b"GET / HTTP/1.0\r\n\r\n" + b"\0" * 22)
+        assert answer[:4] == (3).to_bytes(4, "little")
         guess = b"SYBULK01" + os.urandom(16) + (0).to_bytes(8, "little") + \
             (1024).to_bytes(8, "little")
         reply = refused(address, guess)
@@ -124,7 +126,7 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         out = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
                              text=True, timeout=300)
     except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"client hung:\n{e.stderr}\n{proxy.output[-3000:]}")
+        raise AssertionError(f"client hung:\n{e.stderr}\n{proxy.output[-3000:]}") from e
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
 
     metrics = [scrape(w) for w in workers]
@@ -343,9 +345,9 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
         time.sleep(1.0 + random.random())
         workers[0].proc.send_signal(signal.SIGKILL)
         out, err = client.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
         client.kill()
-        raise AssertionError(f"the client hung:\n{client.stderr.read()[-3000:]}")
+        raise AssertionError(f"the client hung:\n{client.stderr.read()[-3000:]}") from e
     assert client.returncode == 0, err[-3000:]
     failed = next(line for line in out.splitlines() if line.startswith("FAILED"))
     print(failed)
@@ -418,7 +420,9 @@ def test_a_buffer_past_2_gib_moves_exact_with_three_copies_per_byte(spawn, plugi
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
     try:
-        copied = lambda: sum(scrape(w)["switchyard_worker_bytes_copied_total"] for w in workers)
+        def copied():
+            return sum(scrape(w)["switchyard_worker_bytes_copied_total"] for w in workers)
+
         line = client.stdout.readline()
         assert line.startswith("MADE"), client.communicate(timeout=60)[1][-3000:]
         size = int(line.split()[1])
@@ -426,7 +430,8 @@ def test_a_buffer_past_2_gib_moves_exact_with_three_copies_per_byte(spawn, plugi
         before = copied()
         client.stdin.write("\n")
         client.stdin.flush()
-        assert client.stdout.readline().strip() == "MOVED", client.communicate(timeout=60)[1][-3000:]
+        moved = client.stdout.readline().strip()
+        assert moved == "MOVED", client.communicate(timeout=60)[1][-3000:]
         # The holder counts its last sends once `send` returns, which may be a moment
         # after the reader has the bytes.
         deadline = time.monotonic() + 10
@@ -434,9 +439,9 @@ def test_a_buffer_past_2_gib_moves_exact_with_three_copies_per_byte(spawn, plugi
             time.sleep(0.05)
         assert 2.999 <= per_byte < 3.01, per_byte
         out, err = client.communicate("\n", timeout=300)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as e:
         client.kill()
-        raise AssertionError(f"client hung:\n{client.communicate()[1][-3000:]}")
+        raise AssertionError(f"client hung:\n{client.communicate()[1][-3000:]}") from e
     assert client.returncode == 0 and "OK" in out, err[-4000:]
     pulled = sum(scrape(w)["switchyard_worker_bulk_bytes_pulled_total"] for w in workers)
     assert pulled == size

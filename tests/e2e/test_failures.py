@@ -11,12 +11,11 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 import switchyard
-from conftest import worker_buffers
+from conftest import wait_until, worker_buffers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,15 +26,9 @@ def run_client(cluster, script: str, timeout: float = 240, extra_env: dict | Non
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env, text=True,
                           capture_output=True, timeout=timeout)
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0, f"client failed ({done.returncode}):\n{done.stdout}\n{done.stderr[-4000:]}"
+    assert done.returncode == 0, (f"client failed ({done.returncode}):\n{done.stdout}\n"
+                                  f"{done.stderr[-4000:]}")
     return lines
-
-
-def wait_until(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"{what}: not within {timeout} s"
-        time.sleep(0.1)
 
 
 # Runs in the client: the helpers the scripts below share.
@@ -186,8 +179,8 @@ def test_rm_killed_mid_run_keeps_the_session_and_every_device_id(cluster):
     [result] = run_client(cluster, KILL_RM)
     assert result == {"values": [84.0, 84.0, 84.0], "active": [0, 1, 2]}
     # The restarted RM has every worker back, under the same ids.
-    wait_until(lambda: sum(h["healthy"] for s in cluster.status()["slices"] for h in s["hosts"]) == 3,
-               30, "all hosts re-registered")
+    wait_until(lambda: sum(h["healthy"] for s in cluster.status()["slices"]
+                           for h in s["hosts"]) == 3, 30, "all hosts re-registered")
     assert fleet_ids(cluster) == ids
     # And a new session sees the same devices.
     [again] = run_client(cluster, PRELUDE + "say(ids=[d.id for d in jax.devices()])")

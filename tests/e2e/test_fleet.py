@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import fleet
+from conftest import fleet, wait_until
 from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -187,10 +187,7 @@ def test_worker_reregisters_after_rm_restart(spawn, plugin):
     rm.stop()
     spawn("rm", f"--server_port={port}").wait_for("listening")
     worker.wait_for("no longer knows this worker", timeout=30)
-    deadline = time.monotonic() + 30
-    while not hosts(f"127.0.0.1:{port}"):
-        assert time.monotonic() < deadline
-        time.sleep(0.1)
+    wait_until(lambda: hosts(f"127.0.0.1:{port}"), 30, "the worker registered again")
 
 
 @pytest.mark.parametrize("make_plugin,expected", [
@@ -253,8 +250,9 @@ def test_pathways_rm_flags_declare_the_fleet_and_refuse_workers_outside_it(spawn
     assert fleet(address)["slices"][0]["hosts"][0]["healthy"]
     wrong_kind = spawn("rm", f"--server_port={free_port()}", "--instance_type=tpuv5e:4")
     wrong_kind.wait_for("resource manager listening")
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{wrong_kind.args[1].split('=')[1]}",
-                   "--server_port=0", f"--pjrt_plugin={plugin}", "--cpu_device_count=4")
+    rm_port = wrong_kind.args[1].split("=")[1]
+    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", "--server_port=0",
+                   f"--pjrt_plugin={plugin}", "--cpu_device_count=4")
     assert worker.wait_exit() == 1
     assert "devices, not 'tpuv5e'" in worker.output
 
@@ -471,7 +469,8 @@ print(sorted(d.id for d in jax.devices()), float(jax.numpy.ones(3).sum()))
         out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True,
                              text=True, timeout=60)
     except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"client hung; proxy:\n{proxy.output}\nclient:\n{e.stderr}")
+        raise AssertionError(
+            f"client hung; proxy:\n{proxy.output}\nclient:\n{e.stderr}") from e
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split("\n")[0] == "[0, 1, 2, 3] 3.0"
 

@@ -43,8 +43,9 @@ def fleet(spawn, plugin, tmp_path):
 
 
 def status(fleet, *tls):
-    return subprocess.run([switchyard.find_binary(), "status", f"--resource_manager_address={fleet['rm']}",
-                           *tls], capture_output=True, text=True, timeout=60)
+    return subprocess.run([switchyard.find_binary(), "status",
+                           f"--resource_manager_address={fleet['rm']}", *tls],
+                          capture_output=True, text=True, timeout=60)
 
 
 def tls_channel(address: str, certs: pathlib.Path, cert: str = "fleet") -> grpc.Channel:
@@ -64,7 +65,8 @@ switchyard.initialize()
 x = jax.device_put(np.arange(16.0).reshape(2, 8),
                    jax.sharding.NamedSharding(jax.sharding.Mesh(jax.devices(), ("d",)),
                                               jax.sharding.PartitionSpec("d")))
-assert np.allclose(np.asarray(jnp.sin(x) @ x.T), np.sin(np.arange(16.0).reshape(2, 8)) @ np.arange(16.0).reshape(2, 8).T)
+local = np.arange(16.0).reshape(2, 8)
+assert np.allclose(np.asarray(jnp.sin(x) @ x.T), np.sin(local) @ local.T)
 print("TLS FLEET OK", len(jax.devices()))
 switchyard.shutdown()
 """
@@ -95,8 +97,10 @@ def test_a_worker_obeys_only_holders_of_the_fleets_certificate(fleet):
     # TLS without a client certificate at all.
     anonymous = grpc.secure_channel(
         fleet["worker"],
-        grpc.ssl_channel_credentials(root_certificates=(fleet["tmp"] / "fleet" / "ca.pem").read_bytes()),
-        options=[("grpc.ssl_target_name_override", "switchyard"), ("grpc.use_local_subchannel_pool", 1)])
+        grpc.ssl_channel_credentials(
+            root_certificates=(fleet["tmp"] / "fleet" / "ca.pem").read_bytes()),
+        options=[("grpc.ssl_target_name_override", "switchyard"),
+                 ("grpc.use_local_subchannel_pool", 1)])
     with anonymous, pytest.raises(grpc.RpcError) as e:
         worker_pb2_grpc.WorkerStub(anonymous).GetInfo(request, timeout=5)
     assert e.value.code() == grpc.StatusCode.UNAVAILABLE

@@ -46,7 +46,8 @@ def run_client(cluster, body: str, timeout=120) -> subprocess.CompletedProcess:
 
 
 CALLBACK_WORKS = """
-    f = jax.jit(lambda v: jax.pure_callback(lambda a: a + 1, jax.ShapeDtypeStruct((), jnp.float32), v))
+    f = jax.jit(lambda v: jax.pure_callback(lambda a: a + 1,
+                                            jax.ShapeDtypeStruct((), jnp.float32), v))
     assert float(f(jnp.float32(41))) == 42.0
     print("SERVED", flush=True)
     switchyard.shutdown()

@@ -13,8 +13,8 @@ import time
 import grpc
 import pytest
 
-from conftest import free_port
 from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
+from switchyard.cluster import free_port
 
 HERE = pathlib.Path(__file__).parent
 WHEEL_PYTHON = HERE.parents[1] / ".venv-wheel" / "bin" / "python"
@@ -107,7 +107,9 @@ def test_a_token_reaches_a_backend_that_other_code_set_up(pool):
     env = {"SWITCHYARD_TOKEN": TOKENS["alice"], "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS": "true"}
     result = run(pool, code, env=env, python=WHEEL_PYTHON)
     assert "COMPUTED on 2 devices" in result.stdout, result.stderr[-3000:]
-    result = run(pool, code, env={**env, "SWITCHYARD_TOKEN": "", "PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS": "3"}, python=WHEEL_PYTHON)
+    result = run(pool, code, env={**env, "SWITCHYARD_TOKEN": "",
+                                  "PATHWAYS_PROXY_CONNECTION_TIMEOUT_SECS": "3"},
+                 python=WHEEL_PYTHON)
     assert "requires a tenant token" in result.stderr, result.stderr[-3000:]
     # A wrong token, through the plugin hook: refused at once, not after the timeout.
     started = time.monotonic()
@@ -177,7 +179,8 @@ def test_an_array_quota_answers_resource_exhausted_and_the_session_goes_on(pool)
         switchyard.shutdown()
     """
     result = run(pool, code)
-    assert f"ARRAYS REFUSED after {MAX_ARRAYS}" in result.stdout, result.stdout + result.stderr[-3000:]
+    assert f"ARRAYS REFUSED after {MAX_ARRAYS}" in result.stdout, (result.stdout
+                                                                   + result.stderr[-3000:])
     assert "GOES ON" in result.stdout, result.stdout + result.stderr[-3000:]
 
 
@@ -189,14 +192,16 @@ def test_an_upload_past_the_host_buffer_quota_is_refused_with_the_reason(pool):
         import switchyard
         switchyard.initialize(token={TOKENS['bob']!r})
         try:
-            jax.device_put(np.ones({MAX_HOST_BUFFER_BYTES} // 4 + 1024, np.float32)).block_until_ready()
+            too_big = np.ones({MAX_HOST_BUFFER_BYTES} // 4 + 1024, np.float32)
+            jax.device_put(too_big).block_until_ready()
             print("NOT REFUSED")
         except Exception as e:
             print("UPLOAD REFUSED")
     """
     result = run(pool, code)
     assert "UPLOAD REFUSED" in result.stdout, result.stdout + result.stderr[-3000:]
-    assert "RESOURCE_EXHAUSTED" in result.stderr and "--session_max_host_buffer_bytes" in result.stderr
+    assert "RESOURCE_EXHAUSTED" in result.stderr
+    assert "--session_max_host_buffer_bytes" in result.stderr
     small = run(pool, f"import switchyard; switchyard.initialize(token={TOKENS['bob']!r})\n"
                 + textwrap.dedent(COMPUTE))
     assert "COMPUTED on 2 devices" in small.stdout, small.stderr[-3000:]

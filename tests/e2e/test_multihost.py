@@ -18,12 +18,11 @@ from concurrent import futures
 
 import grpc
 import pytest
+from xla import compile_options_pb2, xla_data_pb2
 
 from ifrt_raw import RawSession, channel, g, s, t
-from switchyard import common_pb2 as c
-from switchyard import rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
+from switchyard import common_pb2 as c, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
-from xla import compile_options_pb2, xla_data_pb2
 
 DEVICES_PER_HOST = 2
 
@@ -35,10 +34,12 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
                  protocol: int = 1):
         self.node = node
         self.fail_compile = fail_compile
-        self.compiles, self.executes, self.deleted_executables = [], [], []
-        self.streams = []  # the Dispatch stream of each of `executes`
+        self.compiles: list = []
+        self.executes: list = []
+        self.deleted_executables: list = []
+        self.streams: list = []  # the Dispatch stream of each of `executes`
         self.open_streams = 0
-        self.buffers = {}  # id -> device
+        self.buffers: dict[int, int] = {}  # id -> device
         self.lock = threading.Lock()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         worker_pb2_grpc.add_WorkerServicer_to_server(self, self.server)

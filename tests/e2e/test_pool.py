@@ -16,7 +16,8 @@ import time
 
 import pytest
 
-from conftest import fleet, free_port
+from conftest import fleet, wait_until
+from switchyard.cluster import free_port
 
 # A client that holds its session open and takes commands on stdin: `compute` runs a
 # program and prints its result, `quit` closes the session and exits.
@@ -82,6 +83,7 @@ class Client:
         return json.loads(self.line("DEVICES", timeout))
 
     def compute(self) -> str:
+        assert self.proc.stdin is not None  # stdin=PIPE
         self.proc.stdin.write("compute\n")
         self.proc.stdin.flush()
         return self.line("RESULT")
@@ -139,15 +141,6 @@ def pool(spawn, plugin):
 
 def leases(proxy) -> dict:
     return fleet(proxy.rm.address)["leases"]
-
-
-def wait_until(predicate, timeout=30, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"no {what} within {timeout}s")
 
 
 def test_a_fifth_session_waits_in_the_queue_and_is_placed_when_a_lease_ends(pool, clients):
@@ -223,7 +216,8 @@ def test_a_session_may_ask_for_other_slices(pool, clients):
 def test_a_session_asking_for_what_the_pool_cannot_hold_is_refused(pool, asked, reason):
     env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": pool.target,
            "SWITCHYARD_VIRTUAL_SLICES": asked}
-    code = "import switchyard; switchyard.initialize(connection_timeout_s=5); import jax; jax.devices()"
+    code = ("import switchyard; switchyard.initialize(connection_timeout_s=5); import jax; "
+            "jax.devices()")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode != 0
@@ -285,8 +279,9 @@ def test_a_lease_outlives_an_rm_restart(spawn, plugin, clients, tmp_path):
     rm = spawn(*pool.rm.args)  # the same port and state file
     rm.wait_for("resource manager listening")
     assert first.compute() == "ok"  # the session goes on while its lease is asked again
-    wait_until(lambda: [lease["slice_indices"] for lease in fleet(pool.rm.address)["leases"]["held"]]
-               == [slices], what="the same slice leased again")
+    wait_until(lambda: [lease["slice_indices"]
+                        for lease in fleet(pool.rm.address)["leases"]["held"]] == [slices],
+               what="the same slice leased again")
     # The other slice is still free: a second session gets it at once.
     second = clients(pool.target)
     assert second.devices() != slices

@@ -14,8 +14,17 @@ import pytest
 
 import switchyard
 from conftest import worker_buffers, worker_stat
-from ifrt_raw import (SERVICE, RawSession, channel, g, get_version, host_buffer_store, s,
-                      store_metadata, t)
+from ifrt_raw import (
+    SERVICE,
+    RawSession,
+    channel,
+    g,
+    get_version,
+    host_buffer_store,
+    s,
+    store_metadata,
+    t,
+)
 
 OK = 0
 
@@ -320,7 +329,8 @@ def test_killed_client_frees_everything_on_the_workers(cluster):
         client.wait()
         deadline = time.monotonic() + 15
         while worker_buffers(cluster) != 0:
-            assert time.monotonic() < deadline, f"{worker_buffers(cluster)} buffers left after the client died"
+            assert time.monotonic() < deadline, (f"{worker_buffers(cluster)} buffers left after "
+                                                 "the client died")
             time.sleep(0.2)
     finally:
         client.kill()
@@ -356,7 +366,8 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
         assert client.stdout.readline().strip() == "DROPPED"
         deadline = time.monotonic() + 5
         while worker_buffers(cluster) > before - 3:
-            assert time.monotonic() < deadline, f"{worker_buffers(cluster)} buffers, {before} before the drop"
+            assert time.monotonic() < deadline, (f"{worker_buffers(cluster)} buffers, {before} "
+                                                 "before the drop")
             time.sleep(0.05)
     finally:
         client.kill()

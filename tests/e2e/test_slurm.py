@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
 from slurm_cluster import SlurmCluster, available
@@ -190,7 +189,8 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
     deadline = time.monotonic() + 60
     while True:
         workers = worker_pids(rm_port)
-        if len(workers) == 2 and victim not in workers and healthy_hosts(slurm, rm_port, certs) == 2:
+        if (len(workers) == 2 and victim not in workers
+                and healthy_hosts(slurm, rm_port, certs) == 2):
             break
         assert time.monotonic() < deadline, (workers, slurm.logs())
         time.sleep(0.5)
@@ -236,4 +236,5 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
                                            processes_with(f"--server_port={rm_port}")):
         time.sleep(0.2)
     left = processes_with(f"127.0.0.1:{rm_port}") + processes_with(f"--server_port={rm_port}")
-    assert not left, [open(f"/proc/{p}/cmdline").read() for p in left if os.path.exists(f"/proc/{p}")]
+    assert not left, [open(f"/proc/{p}/cmdline").read() for p in left
+                      if os.path.exists(f"/proc/{p}")]

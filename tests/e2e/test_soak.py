@@ -41,7 +41,7 @@ def test_two_clients_create_compute_fetch_delete_without_growing(tmp_path):
     message = "\n".join([report["table"], *report["failures"], result.stdout[-3000:],
                           "cluster log, on hosts' health:", *why[-40:]])
     assert result.returncode == 0 and report["passed"], message
-    for name, client in report["clients"].items():
+    for client in report["clients"].values():
         assert client["done"] and client["exit"] == 0, message
         assert client["iterations"] >= 100 * MINUTES, message  # it did work all along
         assert client["compiles"] >= 2, message

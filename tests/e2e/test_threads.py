@@ -81,7 +81,9 @@ def test_every_named_thread_is_documented():
 def rm_metric(port: int, name: str) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         text = response.read().decode()
-    return float(re.search(rf"^{name} (\S+)$", text, re.MULTILINE).group(1))
+    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
+    assert found, f"no {name} in the rm's /metrics"
+    return float(found.group(1))
 
 
 def test_waiting_key_value_gets_hold_no_threads():

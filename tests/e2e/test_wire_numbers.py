@@ -9,14 +9,12 @@ import copy
 
 import grpc
 import pytest
+from google.protobuf import descriptor as d
+from xla import compile_options_pb2, xla_data_pb2
 
 import switchyard
 from ifrt_raw import RawSession, channel, g, s, t
-from switchyard import common_pb2 as c
-from switchyard import worker_pb2
-from xla import compile_options_pb2, xla_data_pb2
-
-from google.protobuf import descriptor as d
+from switchyard import common_pb2 as c, worker_pb2
 
 INT32 = [0, 1, -1, 2**31 - 1, -2**31]
 UINT32 = [0, 1, 2**32 - 1]
@@ -131,9 +129,10 @@ class Client:
     def put(self, dims, sharding):
         handle = self.handle()
         self.upload(handle, b"\0" * 32)
-        r = self.session.request(make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+        make = s.MakeArrayFromHostBufferRequest(
             dtype=F32, shape=t.ShapeProto(dims=dims), sharding=sharding, host_buffer_handle=handle,
-            array_handle=handle))
+            array_handle=handle)
+        r = self.session.request(make_array_from_host_buffer_request=make)
         return handle if r.response_metadata.status.code == 0 else None
 
 
@@ -168,7 +167,8 @@ def templates(client):
     plan.input_devices_for_output.add(out_array=0, sources=[t.RemapPlanProto.Source(
         in_array=0, devices=t.DeviceListProto(device_ids=[0, 1]))])
     return [
-        ("default device assignment", s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1),
+        ("default device assignment",
+         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1),
          lambda m: dict(get_default_device_assignment_request=m)),
         ("make array", make, with_upload),
         ("make array: sharding", tiled(),
@@ -211,7 +211,7 @@ def test_boundary_values_in_every_numeric_field_get_a_status(cluster):
     client = Client(cluster.target)
     sent = 0
     codes = {}
-    for name, message, build in templates(client):
+    for _name, message, build in templates(client):
         for mutated in mutations(message):
             response = client.session.request(**build(mutated))
             code = response.response_metadata.status.code
@@ -249,9 +249,11 @@ WORKER_CHUNK = worker_pb2.PutBufferChunk
 def test_worker_refuses_boundary_values_in_headers_and_pieces(cluster):
     """The same for a worker's own API (what a proxy or a peer sends)."""
     address = cluster.worker_addresses()[0]
-    header = worker_pb2.BufferHeader(buffer_id=77, device_id=0, dtype=c.F32, dims=[2, 2], size_bytes=16)
+    header = worker_pb2.BufferHeader(buffer_id=77, device_id=0, dtype=c.F32, dims=[2, 2],
+                                     size_bytes=16)
     pieces = worker_pb2.AssembleBufferRequest(
-        header=worker_pb2.BufferHeader(buffer_id=78, device_id=0, dtype=c.F32, dims=[2, 2], size_bytes=16),
+        header=worker_pb2.BufferHeader(buffer_id=78, device_id=0, dtype=c.F32, dims=[2, 2],
+                                       size_bytes=16),
         pieces=[worker_pb2.BufferPiece(source_buffer_id=77, source_start=[0, 0], size=[2, 2],
                                        dest_start=[0, 0])])
     ch = grpc.insecure_channel(address)

@@ -36,7 +36,8 @@ PROGRAMS = [
      [rng.integers(-100, 100, size=(10,), dtype=np.int32),
       rng.integers(-100, 100, size=(10,), dtype=np.int32)]),
     ("grad", jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w) ** 2)),
-     None, [rng.normal(size=(4, 2)).astype(np.float32), rng.normal(size=(3, 4)).astype(np.float32)]),
+     None, [rng.normal(size=(4, 2)).astype(np.float32),
+            rng.normal(size=(3, 4)).astype(np.float32)]),
     ("while_loop", lambda n: jax.lax.fori_loop(0, n, lambda i, acc: acc + i, 0),
      lambda n: sum(range(int(n))), [np.int32(10)]),
 ]
@@ -159,11 +160,13 @@ def test_buffers_go_to_the_memory_kind_asked_for(workers):
         header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11,
                                          dims=[2], size_bytes=8, memory_kind=kind)
         worker.put_chunks(header, [b"\x00" * 8])
-        [first] = list(worker._stub.GetBuffer(worker_pb2.GetBufferRequest(buffer_id=header.buffer_id)))
+        [first] = list(worker._stub.GetBuffer(
+            worker_pb2.GetBufferRequest(buffer_id=header.buffer_id)))
         assert first.header.memory_kind == (kind or "device")
         worker.delete([header.buffer_id])
     bad = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11, dims=[2],
                                   size_bytes=8, memory_kind="hbm_on_the_moon")
     with pytest.raises(switchyard.WorkerError) as e:
         worker.put_chunks(bad, [b"\x00" * 8])
-    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "no memory of kind" in e.value.message
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no memory of kind" in e.value.message

@@ -76,7 +76,9 @@ def main() -> None:
         for target, kinds in TARGETS.items():
             samples = []
             for kind, wrap in kinds.items():
-                for path in sorted((recorded / kind).glob("*")) if (recorded / kind).exists() else []:
+                if not (recorded / kind).exists():
+                    continue
+                for path in sorted((recorded / kind).glob("*")):
                     samples.append(wrap(path.read_bytes()))
             samples.sort(key=len)
             out = CORPUS / target

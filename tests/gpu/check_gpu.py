@@ -107,9 +107,10 @@ class Process:
             try:
                 if text in self.lines.get(timeout=0.5):
                     return
-            except queue.Empty:
+            except queue.Empty as e:
                 if self.proc.poll() is not None:
-                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) before {text!r}")
+                    raise RuntimeError(f"{self.name} exited ({self.proc.returncode}) "
+                                       f"before {text!r}") from e
         raise RuntimeError(f"{self.name}: no {text!r} within {timeout} s")
 
     def stop(self):

@@ -192,7 +192,7 @@ def soak(args) -> dict:
     clients: list[Client] = []
     workers: dict[int, switchyard.WorkerClient] = {}
     peak_buffers = peak_executables = 0
-    idle = (None, None)
+    idle: tuple[int, int] | tuple[None, None] = (None, None)
     with switchyard.LocalCluster(workers=args.workers,
                                  devices_per_worker=args.devices_per_worker) as cluster:
         try:
@@ -236,7 +236,6 @@ def soak(args) -> dict:
                         "  ".join(f"{p.name} {p.samples[-1][1]:.0f}" for p in processes
                                   if p.judged and p.samples) + " MiB", flush=True)
                 time.sleep(max(0.0, min(args.sample_s, duration - t)))
-            end = time.monotonic() - start
             for c in clients:
                 code = c.finish(CLIENT_EXIT_S if not failures else 10.0)
                 if code is None:
