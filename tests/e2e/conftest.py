@@ -108,13 +108,19 @@ def plugin() -> str:
     return switchyard.find_plugin()
 
 
-@pytest.fixture
-def rm(spawn):
-    """A running resource manager; `.address` is where it listens."""
-    process = spawn("rm", "--server_port=0")  # the port it binds is in its first line
+def start_rm(spawn, *flags: str) -> Process:
+    """A resource manager on a port it chooses (no race with other tests for a free one);
+    `.address` is where it listens. For an RM restarted on the same port, pick one."""
+    process = spawn("rm", "--server_port=0", *flags)
     line = process.wait_for("resource manager listening on ")
     process.address = line.split("resource manager listening on ")[1].split()[0]
     return process
+
+
+@pytest.fixture
+def rm(spawn):
+    """A running resource manager; `.address` is where it listens."""
+    return start_rm(spawn)
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import switchyard
+from conftest import start_rm
 from switchyard.cluster import free_port
 
 # Compiles one program per device it is given and checks it against JAX's CPU backend.
@@ -56,12 +57,10 @@ def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=(), prefix=None
     """A fresh fleet (its own RM) whose workers keep their programs under `scratch`:
     a restarted fleet, possibly of another size."""
     scratch.mkdir(exist_ok=True)
-    rm_port = free_port()
-    rm = spawn("rm", f"--server_port={rm_port}", f"--gcs_scratch_location={scratch}")
-    rm.wait_for("resource manager listening")
+    rm = start_rm(spawn, f"--gcs_scratch_location={scratch}")
     workers = []
     for s in slices:
-        worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+        worker = spawn("worker", f"--resource_manager_address={rm.address}",
                        "--server_port=0", f"--slice_index={s}", f"--pjrt_plugin={plugin}",
                        "--cpu_device_count=4", f"--gcs_scratch_location={scratch}", *plugin_args,
                        prefix=prefix)
@@ -69,7 +68,7 @@ def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=(), prefix=None
         workers.append(worker)
     port = free_port()
     proxy = spawn("proxy", f"--server_port={port}",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}",
+                  f"--resource_manager_address={rm.address}",
                   f"--gcs_scratch_location={scratch}")
     proxy.wait_for(f"slice {slices[-1]} host 0")
     workers[0].others = [rm, proxy]

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from conftest import start_rm
 from switchyard.cluster import free_port
 from test_fleet import scrape
 
@@ -81,22 +82,21 @@ def refused(address: str, payload: bytes) -> bytes:
 
 @pytest.mark.parametrize("plane", ["tcp", "unix", "off"])
 def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_path, plane):
-    rm_port, proxy_port = free_port(), free_port()
-    rm = spawn("rm", f"--server_port={rm_port}")
-    rm.wait_for("resource manager listening")
+    proxy_port = free_port()
+    rm = start_rm(spawn)
     workers = []
     for s in (0, 1):
         where = ([f"--unix_socket={tmp_path}/w{s}.sock"] if plane == "unix"
                  else ["--server_port=0"])
         extra = ["--bulk_transfers=false"] if plane == "off" else []
-        worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", *where,
+        worker = spawn("worker", f"--resource_manager_address={rm.address}", *where,
                        f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2",
                        "--metrics_port=0", *extra)
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     proxy_where = ([f"--unix_socket={tmp_path}/proxy.sock"] if plane == "unix"
                    else [f"--server_port={proxy_port}"])
-    proxy = spawn("proxy", *proxy_where, f"--resource_manager_address=127.0.0.1:{rm_port}",
+    proxy = spawn("proxy", *proxy_where, f"--resource_manager_address={rm.address}",
                   "--metrics_port=0", *(["--bulk_transfers=false"] if plane == "off" else []))
     proxy.wait_for("proxy listening")
 
@@ -162,16 +162,16 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
 
 
 def test_a_data_plane_out_of_the_proxys_reach_sends_the_bytes_over_grpc(spawn, plugin, tmp_path):
-    rm_port, proxy_port = free_port(), free_port()
-    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+    proxy_port = free_port()
+    rm = start_rm(spawn)
+    worker = spawn("worker", f"--resource_manager_address={rm.address}",
                    f"--unix_socket={tmp_path}/w.sock", f"--pjrt_plugin={plugin}",
                    "--cpu_device_count=2", "--metrics_port=0")
     worker.wait_for("registered with the resource manager")
     # As if the worker were on another host: its plane's socket is not there to reach.
     os.unlink(f"{tmp_path}/w.sock.bulk")
     proxy = spawn("proxy", f"--server_port={proxy_port}",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+                  f"--resource_manager_address={rm.address}", "--metrics_port=0")
     proxy.wait_for("proxy listening")
     client = """
 import jax, numpy as np, switchyard
@@ -195,13 +195,12 @@ print("OK")
 
 
 def test_a_proxy_plane_out_of_the_workers_reach_sends_uploads_over_grpc(spawn, plugin, tmp_path):
-    rm_port = free_port()
-    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", "--server_port=0",
+    rm = start_rm(spawn)
+    worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
                    f"--pjrt_plugin={plugin}", "--cpu_device_count=2", "--metrics_port=0")
     worker.wait_for("registered with the resource manager")
     proxy = spawn("proxy", f"--unix_socket={tmp_path}/proxy.sock",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+                  f"--resource_manager_address={rm.address}", "--metrics_port=0")
     proxy.wait_for("proxy listening")
     # As if the worker were on another host: the proxy's plane is not there to reach.
     os.unlink(f"{tmp_path}/proxy.sock.bulk")
@@ -238,14 +237,13 @@ while True:
 
 
 def test_a_client_killed_mid_upload_leaves_nothing_behind(spawn, plugin, tmp_path):
-    rm_port = free_port()
-    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+    rm = start_rm(spawn)
+    worker = spawn("worker", f"--resource_manager_address={rm.address}",
                    f"--unix_socket={tmp_path}/w.sock", f"--pjrt_plugin={plugin}",
                    "--cpu_device_count=1", "--metrics_port=0")
     worker.wait_for("registered with the resource manager")
     proxy = spawn("proxy", f"--unix_socket={tmp_path}/proxy.sock",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}", "--metrics_port=0")
+                  f"--resource_manager_address={rm.address}", "--metrics_port=0")
     proxy.wait_for("proxy listening")
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
            "JAX_BACKEND_TARGET": f"grpc://unix:{tmp_path}/proxy.sock"}
@@ -320,19 +318,19 @@ print("SURVIVOR", float(np.asarray(z).sum()), flush=True)
                                         ("tcp", "upload")])
 def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
         spawn, plugin, tmp_path, plane, what):
-    rm_port, proxy_port = free_port(), free_port()
-    spawn("rm", f"--server_port={rm_port}").wait_for("resource manager listening")
+    proxy_port = free_port()
+    rm = start_rm(spawn)
     workers = []
     for s in (0, 1):
         where = ([f"--unix_socket={tmp_path}/w{s}.sock"] if plane == "unix"
                  else ["--server_port=0"])
-        worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", *where,
+        worker = spawn("worker", f"--resource_manager_address={rm.address}", *where,
                        f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2",
                        "--metrics_port=0")
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     proxy = spawn("proxy", f"--server_port={proxy_port}",
-                  f"--resource_manager_address=127.0.0.1:{rm_port}")
+                  f"--resource_manager_address={rm.address}")
     proxy.wait_for("proxy listening")
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
            "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}

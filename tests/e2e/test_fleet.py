@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import fleet, wait_until
+from conftest import fleet, start_rm, wait_until
 from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -248,10 +248,8 @@ def test_pathways_rm_flags_declare_the_fleet_and_refuse_workers_outside_it(spawn
         assert "does not match with the expected instances" in worker.output
         assert reason in worker.output
     assert fleet(address)["slices"][0]["hosts"][0]["healthy"]
-    wrong_kind = spawn("rm", f"--server_port={free_port()}", "--instance_type=tpuv5e:4")
-    wrong_kind.wait_for("resource manager listening")
-    rm_port = wrong_kind.args[1].split("=")[1]
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}", "--server_port=0",
+    wrong_kind = start_rm(spawn, "--instance_type=tpuv5e:4")
+    worker = spawn("worker", f"--resource_manager_address={wrong_kind.address}", "--server_port=0",
                    f"--pjrt_plugin={plugin}", "--cpu_device_count=4")
     assert worker.wait_exit() == 1
     assert "devices, not 'tpuv5e'" in worker.output
@@ -264,7 +262,7 @@ def test_pathways_rm_flags_declare_the_fleet_and_refuse_workers_outside_it(spawn
     (["--instance_count=-1"], "--instance_count must not be negative"),
 ])
 def test_bad_pathways_rm_flags_are_clear_errors(spawn, args, message):
-    rm = spawn("rm", f"--server_port={free_port()}", *args)
+    rm = spawn("rm", "--server_port=0", *args)
     assert rm.wait_exit() in (1, 2)
     assert message in rm.output
 
@@ -486,7 +484,7 @@ print(sorted(d.id for d in jax.devices()), float(jax.numpy.ones(3).sum()))
 def test_a_corrupt_state_file_stops_the_rm_from_starting(spawn, tmp_path):
     state = tmp_path / "rm-state"
     state.write_bytes(b"\xff\xff not a state")
-    rm = spawn("rm", f"--server_port={free_port()}", f"--state_file={state}")
+    rm = spawn("rm", "--server_port=0", f"--state_file={state}")
     assert rm.wait_exit() != 0
     assert "is not an RM state" in rm.output
 
