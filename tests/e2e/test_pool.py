@@ -362,9 +362,12 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_pro
             assert loader.stdout.readline().strip() == "READY"
         from switchyard.worker_client import WorkerClient
         with WorkerClient(address) as worker:
-            time.sleep(1)  # both loaded
-            before = dict(worker.stats().device_seconds)
-            time.sleep(4)
+            def both_computing():  # the account from when both tenants' programs run
+                seconds = dict(worker.stats().device_seconds)
+                return seconds if {"light", "heavy"} <= seconds.keys() else None
+
+            before = wait_until(both_computing, 60, "both tenants computing")
+            time.sleep(4)  # the window the shares are measured over
             after = dict(worker.stats().device_seconds)
         for loader in loaders:
             loader.communicate("stop\n", timeout=60)
