@@ -154,7 +154,8 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
   absl::Status status;
   // A failed request's error goes to the handles it would have made, never to one that
   // was already in use (a request that reuses a live handle fails; the array stays).
-  std::vector<uint64_t> created = CreatedHandles(request);
+  const RequestKind* kind = FindRequestKind(request);  // null: answered below or refused
+  std::vector<uint64_t> created = CreatedHandles(kind, request);
   created.erase(std::remove_if(created.begin(), created.end(),
                                [&](uint64_t handle) { return arrays_.Contains(handle); }),
                 created.end());
@@ -201,7 +202,7 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     if (status.ok()) response.mutable_copy_to_host_buffer_response();
   } else {
     trace::Scoped span(RequestName(request), "request", id_);
-    status = Guarded(RequestName(request), [&] { return Dispatch(request, &response); });
+    status = Guarded(RequestName(request), [&] { return Dispatch(kind, request, &response); });
   }
   response.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
   if (status.ok()) {
@@ -393,19 +394,19 @@ const Session::RequestKind* Session::FindRequestKind(const wire::IfrtRequest& re
   return it == kinds->end() ? nullptr : &it->second;
 }
 
-std::vector<uint64_t> Session::CreatedHandles(const wire::IfrtRequest& request) {
-  const RequestKind* kind = FindRequestKind(request);
+std::vector<uint64_t> Session::CreatedHandles(const RequestKind* kind,
+                                              const wire::IfrtRequest& request) {
   if (kind == nullptr || kind->created == nullptr) return {};
   std::vector<uint64_t> out = kind->created(request);
   out.erase(std::remove(out.begin(), out.end(), uint64_t{0}), out.end());
   return out;
 }
 
-absl::Status Session::Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response) {
+absl::Status Session::Dispatch(const RequestKind* kind, const wire::IfrtRequest& request,
+                               wire::IfrtResponse* response) {
   if (request.request_case() == wire::IfrtRequest::REQUEST_NOT_SET) {
     return absl::InvalidArgumentError("empty IfrtRequest: no request set");
   }
-  const RequestKind* kind = FindRequestKind(request);
   if (kind == nullptr || kind->answer == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat(RequestName(request), " is not supported by Switchyard"));

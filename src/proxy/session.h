@@ -157,8 +157,11 @@ class Session {
   static void AddArrayRequestKinds(RequestKinds& kinds);
   static void AddExecutableRequestKinds(RequestKinds& kinds);
   static const RequestKind* FindRequestKind(const wire::IfrtRequest& request);
-  static std::vector<uint64_t> CreatedHandles(const wire::IfrtRequest& request);
-  absl::Status Dispatch(const wire::IfrtRequest& request, wire::IfrtResponse* response);
+  // `kind` is FindRequestKind's answer for `request`, looked up once per request.
+  static std::vector<uint64_t> CreatedHandles(const RequestKind* kind,
+                                              const wire::IfrtRequest& request);
+  absl::Status Dispatch(const RequestKind* kind, const wire::IfrtRequest& request,
+                        wire::IfrtResponse* response);
 
   // Requests, one handler each (session.cc, session_arrays.cc, session_executables.cc;
   // the plugin programs and colocated Python below), reached through the table of
