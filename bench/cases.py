@@ -34,10 +34,10 @@ def slice_meshes(jax, slices, per_slice):
     from jax.sharding import Mesh
     devices = jax.devices()
     if hasattr(devices[0], "slice_index"):
-        groups = {}
+        by_slice: dict[int, list] = {}
         for d in devices:
-            groups.setdefault(d.slice_index, []).append(d)
-        groups = [groups[k][:per_slice] for k in sorted(groups)][:slices]
+            by_slice.setdefault(d.slice_index, []).append(d)
+        groups = [by_slice[k][:per_slice] for k in sorted(by_slice)][:slices]
     else:
         groups = [devices[i * per_slice:(i + 1) * per_slice] for i in range(slices)]
     return [Mesh(np.array(g), ("d",)) for g in groups]

@@ -53,8 +53,11 @@ def main():
             like = jax.device_put(np.zeros(len(devices), np.float32), sharding)
             out_spec = jax.ShapeDtypeStruct((rows * len(devices), 1024), jnp.float32,
                                             sharding=sharding)
-            loader = cp.colocated_python_class(Loader)(rows)
-            next_batch = loader.next.specialize(out_specs_fn=lambda like, o=out_spec: o)
+            # colocated_python_class is typed as returning type[object]; it is Loader's
+            # wrapper, which takes Loader's arguments and has its methods.
+            loader = cp.colocated_python_class(Loader)(rows)  # type: ignore[call-arg]
+            next_batch = loader.next.specialize(  # type: ignore[attr-defined]
+                out_specs_fn=lambda like, o=out_spec: o)
             k = len(devices)
             reduce = jax.jit(lambda b, k=k: b.reshape(k, -1).sum(axis=1),
                              out_shardings=sharding)

@@ -25,7 +25,7 @@ class Device:
 
 def main(iters=300, reps=5):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-    actor = Device.remote()
+    actor = Device.remote()  # type: ignore[attr-defined]  # added by @ray.remote
     x = np.zeros(2, np.float32)
     ray.get(actor.step.remote(x))
     out = {}

@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -43,8 +45,10 @@ def multiclient(cluster, clients, k, seconds):
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
              for _ in range(clients)]
     for p in procs:
+        assert p.stdout is not None
         assert p.stdout.readline().strip() == "READY"
     for p in procs:
+        assert p.stdin is not None
         p.stdin.write("go\n")
         p.stdin.flush()
     done = 0
@@ -59,7 +63,7 @@ def several_clients(calib, seconds):
     device: the device's busy part (programs completed times their time in JAX's
     in-process CPU backend, over the wall time)."""
     k = min((int(k) for k in calib), key=lambda k: abs(calib[str(k)] - 0.33e-3))
-    out = {"program_s": calib[str(k)]}
+    out: dict[str | int, float] = {"program_s": calib[str(k)]}  # and busy by client count
     with switchyard.LocalCluster(workers=1, devices_per_worker=1) as c:
         for n in (1, 2, 4, 8, 16):
             out[n] = multiclient(c, n, k, seconds) * calib[str(k)] / seconds
@@ -161,7 +165,7 @@ def cpu_seconds_of(stat_path):
 def cpu_of_children(parent_pid):
     """CPU seconds so far of each child of `parent_pid`, by role (threads that ended
     included)."""
-    cpu = {}
+    cpu: dict[str, float] = {}
     for pid, role in children(parent_pid):
         cpu[role] = cpu.get(role, 0.0) + cpu_seconds_of(f"/proc/{pid}/stat")
     return cpu
@@ -170,7 +174,7 @@ def cpu_of_children(parent_pid):
 def threads_of_children(parent_pid):
     """CPU seconds and context switches so far of each thread of the proxy and workers
     under `parent_pid`, by (role, thread name)."""
-    threads = {}
+    threads: dict[str, list[float]] = {}  # [CPU seconds, context switches]
     for pid, role in children(parent_pid):
         if role not in ("proxy", "worker"):
             continue
@@ -196,6 +200,7 @@ def latency_with_cpu(cluster, iters):
     proc = subprocess.Popen([sys.executable, str(HERE / "cases.py"), "proxy", "latency", "--iters",
                              str(iters), "--signal_sync"], env={**os.environ, **cluster.env()},
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stdin is not None and proc.stdout is not None
     assert proc.stdout.readline().strip() == "SYNC"
     before, threads_before = cpu_of_children(cluster.pid), threads_of_children(cluster.pid)
     proc.stdin.write("go\n")
@@ -258,8 +263,9 @@ def main():
                                lambda: data_plane(2 if args.quick else 3), render_data_plane)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
-        r = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
-             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        r: dict[str, Any] = {
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.platform()}",
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
         r[args.only] = run()
         out = pathlib.Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -399,6 +405,7 @@ def pool(seconds):
         t = time.time()
         procs = [start(cluster, "hold") for _ in range(n)]
         for p in procs:
+            assert p.stdout is not None
             assert p.stdout.readline().strip() == "READY"
         took = time.time() - t
         for p in procs:
@@ -413,10 +420,12 @@ def pool(seconds):
         out["pool_busy"] = multiclient(c, 4, k, seconds) * program_s / (4 * seconds)
         holders = [start(c, "hold") for _ in range(4)]
         for p in holders:
+            assert p.stdout is not None
             assert p.stdout.readline().strip() == "READY"
         fifth = start(c, "hold")
         time.sleep(2)  # queued by now
         closed = json.loads(holders[0].communicate("go\n", timeout=60)[0].split("RESULT ", 1)[1])
+        assert fifth.stdout is not None
         assert fifth.stdout.readline().strip() == "READY"
         placed = json.loads(fifth.communicate("go\n", timeout=60)[0].split("RESULT ", 1)[1])
         out["queue_wait_s"] = placed["placed_at"] - closed["closed_at"]
@@ -469,6 +478,7 @@ def shares(seconds, weights, one_proxy=False):
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                     text=True) for tenant, target in zip(tenants, targets)]
                 for p in procs:
+                    assert p.stdout is not None
                     assert p.stdout.readline().strip() == "READY"
 
                 def measured():  # the workers' own account, by tenant
@@ -479,6 +489,7 @@ def shares(seconds, weights, one_proxy=False):
                                 total[tenant] = total.get(tenant, 0.0) + s
                     return total
                 for p in procs:
+                    assert p.stdin is not None
                     p.stdin.write("go\n")
                     p.stdin.flush()
                 # Over the middle of the run, while every client is loading: each starts
@@ -490,9 +501,9 @@ def shares(seconds, weights, one_proxy=False):
                 done = [json.loads(p.communicate(timeout=seconds * 10 + 120)[0]
                                    .split("RESULT ", 1)[1]) for p in procs]
             finally:
-                for p in proxies:
-                    p.terminate()
-                    p.wait(timeout=30)
+                for proxy in proxies:
+                    proxy.terminate()
+                    proxy.wait(timeout=30)
     busy = [d["programs"] * calib[str(k)] for d in done]
     return {"program_s": calib[str(k)], "weights": list(weights), "one_proxy": one_proxy,
             "device_s": busy, "wall_s": max(d["seconds"] for d in done),
@@ -578,7 +589,9 @@ def copies(cluster, metrics_port, workers, mib):
     process = subprocess.Popen([sys.executable, str(HERE / "cases.py"), "proxy", "copies",
                                 "--sizes", str(mib)], env={**os.environ, **cluster.env()},
                                text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    out, before = {}, None
+    assert process.stdin is not None and process.stdout is not None
+    out: dict[str, dict[str, float]] = {}
+    before: dict[str, float] | None = None
     for line in process.stdout:
         if line.startswith("MARK "):
             now = server_copies(metrics_port, workers)
@@ -653,6 +666,7 @@ def checkpoint(sizes_mib):
             process = subprocess.Popen([sys.executable, str(HERE / "checkpoint_cases.py"),
                                         directory, str(mib)], env={**os.environ, **c.env()},
                                        text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            assert process.stdin is not None and process.stdout is not None
             before = proxy_client_bytes(port)
             line = process.stdout.readline()
             assert line.startswith("SAVED"), line
@@ -684,6 +698,7 @@ def colocated(sizes_mib):
                                         "loader", str(mib), str(steps)],
                                        env={**os.environ, **c.env()}, text=True,
                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            assert process.stdin is not None and process.stdout is not None
             line = process.stdout.readline()
             assert line.startswith("READY"), line
             before = proxy_client_bytes(port)
@@ -710,8 +725,9 @@ def transport(rounds):
     """A/B in one run, one binary, interleaved: a local cluster on private Unix sockets
     (the default) against the same cluster on TCP ports; and colocated Python's sidecars
     in their sandbox (the default) against unconfined."""
-    setups = {"tcp": dict(rm_port=0, proxy_port=0, flags=("--worker_port=0",)), "unix": {}}
-    runs = {name: [] for name in setups}
+    setups: dict[str, dict[str, Any]] = {
+        "tcp": dict(rm_port=0, proxy_port=0, flags=("--worker_port=0",)), "unix": {}}
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in setups}
     for round_ in range(rounds):
         for name, kwargs in setups.items():
             with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE, **kwargs) as c:
@@ -721,7 +737,7 @@ def transport(rounds):
             runs[name].append(row)
             print(f"transport {name}, round {round_ + 1}: {row}", flush=True)
     sidecars = {"sandboxed": (), "unconfined": ("--sidecar_sandbox=false",)}
-    handoff = {name: [] for name in sidecars}
+    handoff: dict[str, list[dict[str, float]]] = {name: [] for name in sidecars}
     for round_ in range(rounds):
         for name, flags in sidecars.items():
             with switchyard.LocalCluster(workers=2, devices_per_worker=2, flags=flags) as c:
@@ -789,11 +805,12 @@ def data_plane(rounds, sizes=(16, 64, 256)):
     (`--bulk_transfers=false`), on private Unix sockets (the default) and on TCP; with
     raw stream sockets of the same host as the ceiling."""
     tcp = dict(rm_port=0, proxy_port=0)
-    setups = {"unix grpc": dict(flags=("--bulk_transfers=false",)), "unix bulk": {},
-              "tcp grpc": dict(tcp, flags=("--worker_port=0", "--bulk_transfers=false")),
-              "tcp bulk": dict(tcp, flags=("--worker_port=0",))}
-    runs = {name: [] for name in setups}
-    raw = {"unix": [], "tcp": []}
+    setups: dict[str, dict[str, Any]] = {
+        "unix grpc": dict(flags=("--bulk_transfers=false",)), "unix bulk": {},
+        "tcp grpc": dict(tcp, flags=("--worker_port=0", "--bulk_transfers=false")),
+        "tcp bulk": dict(tcp, flags=("--worker_port=0",))}
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in setups}
+    raw: dict[str, list[float]] = {"unix": [], "tcp": []}
     for round_ in range(rounds):
         for family in raw:
             raw[family].append(raw_stream(family, max(sizes), 2))
@@ -860,14 +877,17 @@ def render_transport(r):
     def of(name, pick):
         return median([pick(row) for row in t["runs"][name]])
 
-    metrics = [("synchronous call p50", "µs", lambda x: x["sync_p50_us"], False),
-               ("synchronous call p99", "µs", lambda x: x["sync_p99_us"], False),
-               ("pipelined call", "µs", lambda x: x["pipelined_per_call_us"], False)]
+    def bandwidth(mib: str, key: str) -> Callable[[dict[str, Any]], float]:
+        return lambda x: x["bandwidth"][mib][key] * 1.048576
+
+    metrics: list[tuple[str, str, Callable[[dict[str, Any]], float], bool]] = [
+        ("synchronous call p50", "µs", lambda x: x["sync_p50_us"], False),
+        ("synchronous call p99", "µs", lambda x: x["sync_p99_us"], False),
+        ("pipelined call", "µs", lambda x: x["pipelined_per_call_us"], False)]
     for mib in ("16", "64"):
         for key, what in (("h2d", "host → worker"), ("d2h", "worker → host"),
                           ("d2d", "worker → worker")):
-            metrics.append((f"{what}, {mib} MiB", "MB/s",
-                            lambda x, m=mib, k=key: x["bandwidth"][m][k] * 1.048576, True))
+            metrics.append((f"{what}, {mib} MiB", "MB/s", bandwidth(mib, key), True))
     lines = ["## Private Unix sockets (the default) against TCP\n",
              "The same binary, a local cluster of 2 workers x 2 CPU devices started both ways "
              f"({len(t['runs']['unix'])} rounds, interleaved; medians): `switchyard up` as it "
@@ -1087,7 +1107,7 @@ def render(r):
         cross = crossover_ms(r, workers)
         ratios = {k: r["switchyard_crossover"][workers][k] / r["local_crossover"][workers][k]
                   for k in r["durations_s"]}
-        best = max(ratios, key=ratios.get)
+        best = max(ratios, key=lambda k: ratios[k])
         value = f"{cross:.2f} ms" if cross is not None else (
             f"not within the sizes run (best {ratios[best]:.2f}x at "
             f"{r['durations_s'][best] * 1e3:.1f} ms)")

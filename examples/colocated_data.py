@@ -65,14 +65,16 @@ def main():
         from jax.experimental import colocated_python
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         jax.config.update("jax_platforms", "proxy,cpu")
-        switchyard.initialize(args.target or c.target)
+        switchyard.initialize(args.target if c is None else c.target)
         n = switchyard.num_slices()
         Loader = colocated_python.colocated_python_class(HostLoader)
         loaders, meshes, params = [], [], []
         for s in range(n):
             devices = colocated_python.colocated_cpu_devices(switchyard.slice_devices(s))
             meshes.append(Mesh(np.array(devices), ("batch",)))
-            loaders.append(Loader(s))
+            # colocated_python_class is typed as returning type[object]; it is HostLoader's
+            # wrapper, which takes HostLoader's arguments and has its methods.
+            loaders.append(Loader(s))  # type: ignore[call-arg]
             params.append(jax.device_put(params0, NamedSharding(meshes[-1], P())))
         grad = jax.jit(jax.grad(loss_fn))
         update = jax.jit(lambda p, g: jax.tree_util.tree_map(lambda a, b: a - 0.2 * b, p, g))
@@ -82,7 +84,8 @@ def main():
             grads = []
             for s in range(n):
                 number = jax.device_put(np.array(step, np.int32), NamedSharding(meshes[s], P()))
-                x, y = loaders[s].next(number)  # made on the slice's host
+                # Made on the slice's host (HostLoader.next; see the ignore on Loader(s)).
+                x, y = loaders[s].next(number)  # type: ignore[attr-defined]
                 grads.append(grad(params[s], x, y))
             grads = switchyard.mean_across_slices(grads)
             params = [update(p, g) for p, g in zip(params, grads)]

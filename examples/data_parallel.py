@@ -38,7 +38,7 @@ def main():
         import jax
         from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
         jax.config.update("jax_platforms", "proxy,cpu")
-        switchyard.initialize(args.target or c.target)
+        switchyard.initialize(args.target if c is None else c.target)
         n = switchyard.num_slices()
         meshes = [Mesh(np.array(switchyard.slice_devices(s)), ("batch",)) for s in range(n)]
         grad = jax.jit(jax.grad(loss_fn))

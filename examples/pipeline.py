@@ -58,7 +58,7 @@ def main():
     with cluster as c:
         import jax
         jax.config.update("jax_platforms", "proxy,cpu")
-        switchyard.initialize(args.target or c.target)
+        switchyard.initialize(args.target if c is None else c.target)
         if switchyard.num_slices() < STAGES:
             raise SystemExit(f"needs {STAGES} slices, the cluster has {switchyard.num_slices()}")
         devices = [switchyard.slice_devices(s)[0] for s in range(STAGES)]

@@ -67,7 +67,7 @@ def main():
         import jax
         # "proxy,cpu": the proxy is the default backend, JAX's CPU backend the reference.
         jax.config.update("jax_platforms", "proxy,cpu")
-        switchyard.initialize(args.target or c.target)
+        switchyard.initialize(args.target if c is None else c.target)
         devices = jax.devices()
         print(f"{len(devices)} devices through the proxy: {devices[0].client.runtime_type}, "
               f"slices {sorted({d.slice_index for d in devices})}")

@@ -48,7 +48,7 @@ def main() -> None:
                     raise
                 say(waiting=str(e)[:120])
                 time.sleep(0.5)
-        slices = {}
+        slices: dict[int, list] = {}
         for d in devices:
             slices.setdefault(d.slice_index, []).append(d)
         return slices

@@ -199,10 +199,11 @@ def main():
     print("PASS checkpoint_writer", flush=True)
 
     import ml_dtypes
-    odd = (np.arange(7, dtype=np.float32).astype(ml_dtypes.bfloat16),
-           np.array([True, False, True]), np.zeros((0, 3), np.int8),
-           np.array(-5, np.int16), (np.arange(4097) % 251).astype(np.uint8),
-           np.arange(3, dtype=np.complex64) * (1 + 2j))
+    odd: tuple[np.ndarray, ...] = (
+        np.arange(7, dtype=np.float32).astype(ml_dtypes.bfloat16),
+        np.array([True, False, True]), np.zeros((0, 3), np.int8),
+        np.array(-5, np.int16), (np.arange(4097) % 251).astype(np.uint8),
+        np.arange(3, dtype=np.complex64) * (1 + 2j))
 
     @cp.colocated_python
     def echo(*xs):
@@ -210,8 +211,8 @@ def main():
 
     echo = echo.specialize(out_specs_fn=lambda *xs: xs)
     back = echo(*[jax.device_put(a, cpu[3]) for a in odd])
-    for sent, got in zip(odd, back):
-        got = np.asarray(got)
+    for sent, array in zip(odd, back):
+        got = np.asarray(array)
         assert got.dtype == sent.dtype and got.shape == sent.shape, (sent, got)
         assert got.tobytes() == sent.tobytes(), (sent, got)
     print("PASS odd_arrays_exact", flush=True)
@@ -230,7 +231,8 @@ def main():
 
     keeper = Keeper()
     size = (1 << 20) + 3  # past a page, as the arrays of the calls around it
-    keep = keeper.keep.specialize(out_specs_fn=lambda x: x)
+    # The class decorator makes its methods colocated functions; mypy sees plain methods.
+    keep = keeper.keep.specialize(out_specs_fn=lambda x: x)  # type: ignore[attr-defined]
     first = np.full(size, 1, np.float32)
     np.testing.assert_array_equal(np.asarray(keep(jax.device_put(first, cpu[0]))), first)
     for value in (2, 3):

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
+import urllib.request
+from typing import IO
 
 import pytest
 
@@ -25,6 +28,29 @@ def wait_until(predicate, timeout: float = 30, what: str = "the condition",
     return value
 
 
+def text_of(output: bytes | str | None) -> str:
+    """A child's output as TimeoutExpired caught it: bytes even when run with text=True."""
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
+def stdout_of(proc: subprocess.Popen) -> IO:
+    """The output pipe of a process started with stdout=PIPE."""
+    assert proc.stdout is not None, "started without stdout=PIPE"
+    return proc.stdout
+
+
+def read_line(proc: subprocess.Popen) -> str:
+    """The next line a client process (stdout=PIPE) prints; empty once it has exited."""
+    return stdout_of(proc).readline()
+
+
+def tell(proc: subprocess.Popen, line: str) -> None:
+    """Sends a client process (stdin=PIPE) one line, now."""
+    assert proc.stdin is not None, "started without stdin=PIPE"
+    proc.stdin.write(line + "\n")
+    proc.stdin.flush()
+
+
 class Process:
     """A `switchyard` subprocess whose stderr is collected as it runs."""
 
@@ -36,12 +62,13 @@ class Process:
                                      stderr=subprocess.STDOUT, text=True,
                                      env={**os.environ, **(env or {})})
         self.lines: list[str] = []
+        self.address = ""  # where it listens, for those that say (start_rm, start_worker)
         self._cond = threading.Condition()
         self._pump_thread = threading.Thread(target=self._pump, daemon=True)
         self._pump_thread.start()
 
     def _pump(self):
-        for line in self.proc.stdout:
+        for line in stdout_of(self.proc):
             with self._cond:
                 self.lines.append(line)
                 self._cond.notify_all()
@@ -140,6 +167,18 @@ def start_worker(spawn, rm, plugin):
         return process
 
     return _start
+
+
+def scrape(process: Process) -> dict[str, float]:
+    """The /metrics of a process started with --metrics_port: each sample by its name
+    and labels as written (`name{label="value"}`)."""
+    found = re.search(r"metrics on (http://\S+/metrics)", process.wait_for("metrics on"))
+    assert found, process.output
+    with urllib.request.urlopen(found.group(1), timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines() if line and not line.startswith("#")}
 
 
 def fleet(rm_address: str) -> dict:

@@ -305,7 +305,7 @@ def span_is_unimplemented():
 
 def slices():
     jax, _ = jax_modules()
-    out = {}
+    out: dict[int, list] = {}
     for d in jax.devices():
         out.setdefault(d.slice_index, []).append(d)
     assert len(out) == 4 and all(len(v) == 2 for v in out.values()), out

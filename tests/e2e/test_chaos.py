@@ -20,7 +20,7 @@ import threading
 import time
 
 import switchyard
-from conftest import worker_buffers
+from conftest import stdout_of, worker_buffers
 
 SECONDS = float(os.environ.get("SWITCHYARD_CHAOS_SECONDS", "150"))
 PERIOD = 20.0  # a worker dies at a random point of every period
@@ -43,7 +43,7 @@ class Client:
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
-        for line in self.proc.stdout:
+        for line in stdout_of(self.proc):
             if line.startswith("{"):
                 self.lines.append(json.loads(line))
                 self.last = time.monotonic()

@@ -12,23 +12,26 @@ import time
 import pytest
 
 import switchyard
-from conftest import wait_until
+from conftest import read_line, wait_until
 
 HERE = pathlib.Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    # Sidecars see the file system read-only: the checkpoint writer needs a place.
-    writable = tmp_path_factory.mktemp("colocated-writable")
+def writable(tmp_path_factory):
+    """Sidecars see the file system read-only: the checkpoint writer needs a place."""
+    return tmp_path_factory.mktemp("colocated-writable")
+
+
+@pytest.fixture(scope="module")
+def cluster(writable):
     with switchyard.LocalCluster(workers=2, devices_per_worker=2,
                                  flags=(f"--sidecar_writable_paths={writable}",)) as c:
-        c.writable = writable
         yield c
 
 
-def writable_directory(cluster, name):
-    directory = cluster.writable / name
+def writable_directory(writable, name):
+    directory = writable / name
     directory.mkdir()
     return str(directory)
 
@@ -41,10 +44,10 @@ def run(cluster, script, *args, timeout=600):
 
 
 @pytest.mark.parametrize("init", ["pathwaysutils", "switchyard"])
-def test_colocated_python(cluster, init, tmp_path):
+def test_colocated_python(cluster, writable, init):
     from colocated_client import CHECKS
     result = run(cluster, "colocated_client.py", "--init", init,
-                 writable_directory(cluster, f"session-{init}"))
+                 writable_directory(writable, f"session-{init}"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     for check in CHECKS:
         assert f"PASS {check}" in result.stdout, result.stdout + result.stderr[-4000:]
@@ -96,7 +99,7 @@ y.block_until_ready()
 """
 
 
-def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
+def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, writable, tmp_path):
     """The session's end stops a sidecar stuck in a function; the worker's stream goes on
     and the next session's calls run."""
     script = tmp_path / "hangs.py"
@@ -106,7 +109,7 @@ def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
     client = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        assert client.stdout.readline().startswith("CALLED")
+        assert read_line(client).startswith("CALLED")
         wait_until(lambda: sidecars(cluster), 60, "no sidecar started", interval=0.2)
     finally:
         client.kill()
@@ -114,7 +117,7 @@ def test_a_client_that_goes_away_mid_call_stops_its_sidecar(cluster, tmp_path):
     assert wait_for_no_sidecars(cluster), "the sidecar outlived its session"
     started = time.monotonic()
     result = run(cluster, "colocated_client.py", "--init", "pathwaysutils",
-                 writable_directory(cluster, "after-a-client-went"))
+                 writable_directory(writable, "after-a-client-went"))
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     assert time.monotonic() - started < 300
 
@@ -154,7 +157,7 @@ def test_a_killed_proxy_mid_call_frees_its_sidecar(tmp_path):
         client = subprocess.Popen([sys.executable, str(script)], env=env, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            assert client.stdout.readline().startswith("CALLED")
+            assert read_line(client).startswith("CALLED")
             wait_until(lambda: sidecars(c), 60, "no sidecar started", interval=0.2)
             os.kill(c.child_pid("proxy"), signal.SIGKILL)
             _, err = client.communicate(timeout=120)

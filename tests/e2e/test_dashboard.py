@@ -110,7 +110,7 @@ class Browser:
 
 @pytest.fixture
 def browser(tmp_path):
-    opened = []
+    opened: list[Browser] = []
 
     def _open(url: str) -> Browser:
         opened.append(Browser(url, str(tmp_path / f"profile{len(opened)}")))

@@ -15,9 +15,8 @@ import time
 
 import pytest
 
-from conftest import start_rm
+from conftest import read_line, scrape, start_rm, tell, text_of
 from switchyard.cluster import free_port
-from test_fleet import scrape
 
 CLIENT = """
 import jax, numpy as np, switchyard
@@ -126,7 +125,7 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         out = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
                              text=True, timeout=300)
     except subprocess.TimeoutExpired as e:
-        raise AssertionError(f"client hung:\n{e.stderr}\n{proxy.output[-3000:]}") from e
+        raise AssertionError(f"client hung:\n{text_of(e.stderr)}\n{proxy.output[-3000:]}") from e
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
 
     metrics = [scrape(w) for w in workers]
@@ -249,7 +248,7 @@ def test_a_client_killed_mid_upload_leaves_nothing_behind(spawn, plugin, tmp_pat
            "JAX_BACKEND_TARGET": f"grpc://unix:{tmp_path}/proxy.sock"}
     client = subprocess.Popen([sys.executable, "-c", UPLOADER], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    assert client.stdout.readline().strip() == "UPLOADING"
+    assert read_line(client).strip() == "UPLOADING"
     # Some kills land while the worker pulls an upload the client is still sending.
     time.sleep(0.5 + random.random())
     client.kill()
@@ -337,7 +336,7 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
     client = subprocess.Popen([sys.executable, "-c", MOVER, what], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert client.stdout.readline().strip() == "MOVING"
+        assert read_line(client).strip() == "MOVING"
         # A while into the moves: some kills land on the data plane mid-buffer, some on
         # the offer, some between moves; each must end the same way.
         time.sleep(1.0 + random.random())
@@ -345,7 +344,7 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
         out, err = client.communicate(timeout=120)
     except subprocess.TimeoutExpired as e:
         client.kill()
-        raise AssertionError(f"the client hung:\n{client.stderr.read()[-3000:]}") from e
+        raise AssertionError(f"the client hung:\n{client.communicate()[1][-3000:]}") from e
     assert client.returncode == 0, err[-3000:]
     failed = next(line for line in out.splitlines() if line.startswith("FAILED"))
     print(failed)
@@ -421,14 +420,13 @@ def test_a_buffer_past_2_gib_moves_exact_with_three_copies_per_byte(spawn, plugi
         def copied():
             return sum(scrape(w)["switchyard_worker_bytes_copied_total"] for w in workers)
 
-        line = client.stdout.readline()
+        line = read_line(client)
         assert line.startswith("MADE"), client.communicate(timeout=60)[1][-3000:]
         size = int(line.split()[1])
         assert size > 2**31
         before = copied()
-        client.stdin.write("\n")
-        client.stdin.flush()
-        moved = client.stdout.readline().strip()
+        tell(client, "")
+        moved = read_line(client).strip()
         assert moved == "MOVED", client.communicate(timeout=60)[1][-3000:]
         # The holder counts its last sends once `send` returns, which may be a moment
         # after the reader has the bytes.

@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 import switchyard
-from conftest import wait_until, worker_buffers
+from conftest import read_line, tell, wait_until, worker_buffers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -207,12 +207,11 @@ def test_killed_proxy_errors_the_client_fast_and_workers_free_its_objects(cluste
     client = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILL_PROXY)], env=env,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert json.loads(client.stdout.readline()) == {"ready": True}
+        assert json.loads(read_line(client)) == {"ready": True}
         assert worker_buffers(cluster) >= 6
         os.kill(cluster.child_pid("proxy"), signal.SIGKILL)
-        client.stdin.write("go\n")
-        client.stdin.flush()
-        result = json.loads(client.stdout.readline())
+        tell(client, "go")
+        result = json.loads(read_line(client))
         assert result["error"] is not None and result["after"] < 5, result
         client.wait(timeout=30)
     finally:
@@ -275,12 +274,11 @@ def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn
     client = subprocess.Popen([sys.executable, "-c", NOT_ELASTIC], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        assert json.loads(client.stdout.readline()) == {"before": 8.0}
+        assert json.loads(read_line(client)) == {"before": 8.0}
         workers[1].stop(signal.SIGKILL)
         proxy.wait_for("slice 1 host 0 was lost", timeout=15)  # the RM saw it stop
-        client.stdin.write("go\n")
-        client.stdin.flush()
-        after = json.loads(client.stdout.readline())["after"]
+        tell(client, "go")
+        after = json.loads(read_line(client))["after"]
     finally:
         client.kill()
     # Slice 0 is fine, but the session is not: one slice down is one too many.

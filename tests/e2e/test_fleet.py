@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import fleet, start_rm, wait_until
+from conftest import fleet, read_line, scrape, start_rm, text_of, wait_until
 from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -210,6 +210,7 @@ def test_library_that_is_not_a_pjrt_plugin(spawn, rm):
         if found:
             libz = found
             break
+    assert libz, "neither libz nor libm found"
     # find_library gives a soname; resolve it through the loader's own path list.
     path = next(p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64",
                             "/usr/lib64") if os.path.exists(p := os.path.join(d, libz)))
@@ -340,7 +341,7 @@ def test_stopping_a_cluster_under_a_connected_client_stops_every_process_cleanly
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   stderr=subprocess.DEVNULL)
         try:
-            assert client.stdout.readline().strip() == "READY"
+            assert read_line(client).strip() == "READY"
             up.proc.send_signal(signal.SIGTERM)
             assert up.wait_exit() == 0
         finally:
@@ -402,17 +403,6 @@ def test_key_value_store_for_multi_host_bootstrap(rm):
     assert got.value == b"id"
 
 
-def scrape(process):
-    import re
-    import urllib.request
-    url = re.search(r"metrics on (http://\S+/metrics)", process.wait_for("metrics on")).group(1)
-    with urllib.request.urlopen(url, timeout=10) as response:
-        assert response.headers["Content-Type"].startswith("text/plain")
-        text = response.read().decode()
-    return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
-            for line in text.splitlines() if line and not line.startswith("#")}
-
-
 def test_prometheus_metrics_of_every_process(spawn, plugin):
     rm_port = free_port()
     rm = spawn("rm", f"--server_port={rm_port}", "--metrics_port=0")
@@ -468,7 +458,7 @@ print(sorted(d.id for d in jax.devices()), float(jax.numpy.ones(3).sum()))
                              text=True, timeout=60)
     except subprocess.TimeoutExpired as e:
         raise AssertionError(
-            f"client hung; proxy:\n{proxy.output}\nclient:\n{e.stderr}") from e
+            f"client hung; proxy:\n{proxy.output}\nclient:\n{text_of(e.stderr)}") from e
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split("\n")[0] == "[0, 1, 2, 3] 3.0"
 

@@ -15,6 +15,7 @@ import grpc
 import pytest
 
 import switchyard
+from conftest import stdout_of
 from switchyard import host_callback_pb2, host_callback_pb2_grpc
 
 HERE = pathlib.Path(__file__).parent
@@ -70,7 +71,7 @@ def test_a_client_killed_inside_a_callback_leaves_the_fleet_serving(cluster):
     worker = cluster.status()["slices"][0]["hosts"][0]["address"]
     stuck = hanging_client(cluster)
     deadline = time.monotonic() + 120
-    for line in stuck.stdout:
+    for line in stdout_of(stuck):
         if "IN CALLBACK" in line:
             break
         assert time.monotonic() < deadline
@@ -129,7 +130,7 @@ def test_a_proxy_killed_while_a_worker_waits_in_a_callback_leaves_the_worker_ser
     # reads the stream's end: the waiting call must notice the proxy went by itself.
     worker = cluster.status()["slices"][0]["hosts"][0]["address"]
     stuck = hanging_client(cluster)
-    for line in stuck.stdout:
+    for line in stdout_of(stuck):
         if "IN CALLBACK" in line:
             break
     os.kill(cluster.child_pid("proxy"), signal.SIGKILL)  # `up` restarts it

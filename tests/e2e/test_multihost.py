@@ -262,7 +262,7 @@ def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(
         for host in hosts:
             gangs = sorted(e.gang for e in host.executes)
             assert gangs == list(range(1, 2 * per_session + 1)), gangs
-            by_session = {}
+            by_session: dict[int, set[int]] = {}
             for launch_, stream in zip(host.executes, host.streams):
                 by_session.setdefault(launch_.session, set()).add(stream)
             assert len(by_session) == 2

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import fleet, wait_until
+from conftest import fleet, read_line, stdout_of, tell, wait_until
 from switchyard.cluster import free_port
 
 # A client that holds its session open and takes commands on stdin: `compute` runs a
@@ -59,7 +59,7 @@ class Client:
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
-        for line in self.proc.stdout:
+        for line in stdout_of(self.proc):
             self.lines.put(line)
         self.lines.put(None)
 
@@ -83,14 +83,11 @@ class Client:
         return json.loads(self.line("DEVICES", timeout))
 
     def compute(self) -> str:
-        assert self.proc.stdin is not None  # stdin=PIPE
-        self.proc.stdin.write("compute\n")
-        self.proc.stdin.flush()
+        tell(self.proc, "compute")
         return self.line("RESULT")
 
     def quit(self):
-        self.proc.stdin.write("quit\n")
-        self.proc.stdin.flush()
+        tell(self.proc, "quit")
         self.line("CLOSED")
         self.proc.wait(timeout=30)
 
@@ -359,7 +356,7 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_pro
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE))
     try:
         for loader in loaders:
-            assert loader.stdout.readline().strip() == "READY"
+            assert read_line(loader).strip() == "READY"
         from switchyard.worker_client import WorkerClient
         with WorkerClient(address) as worker:
             def both_computing():  # the account from when both tenants' programs run

@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import worker_buffers, worker_stat
+from conftest import read_line, tell, worker_buffers, worker_stat
 from ifrt_raw import (
     SERVICE,
     RawSession,
@@ -322,7 +322,7 @@ def test_killed_client_frees_everything_on_the_workers(cluster):
     client = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT], env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
-        assert client.stdout.readline().strip() == "READY"
+        assert read_line(client).strip() == "READY"
 
         assert worker_buffers(cluster) >= 41  # 5 x 4 shards in, 5 x 4 out, 1 on slice 1
         client.send_signal(signal.SIGKILL)
@@ -358,12 +358,11 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     try:
-        assert client.stdout.readline().strip() == "READY"
+        assert read_line(client).strip() == "READY"
         before = worker_buffers(cluster)
         assert before >= 3
-        client.stdin.write("drop\n")
-        client.stdin.flush()
-        assert client.stdout.readline().strip() == "DROPPED"
+        tell(client, "drop")
+        assert read_line(client).strip() == "DROPPED"
         deadline = time.monotonic() + 5
         while worker_buffers(cluster) > before - 3:
             assert time.monotonic() < deadline, (f"{worker_buffers(cluster)} buffers, {before} "
@@ -384,7 +383,7 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
     store = host_buffer_store(ch)
     size = 12 << 20
-    chunks = queue.Queue()
+    chunks: queue.Queue = queue.Queue()
     upload_error = {}
 
     def upload():
@@ -440,7 +439,7 @@ def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
     client = subprocess.Popen([sys.executable, "-c", QUEUE_AND_DIE], env=env,
                               stdout=subprocess.PIPE, text=True)
     try:
-        assert client.stdout.readline().strip() == "QUEUED"
+        assert read_line(client).strip() == "QUEUED"
         client.send_signal(signal.SIGKILL)
         client.wait()
         # The launches still in the operation stream are dropped; what the plugin had

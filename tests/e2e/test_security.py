@@ -21,6 +21,7 @@ import jax
 import pytest
 
 import switchyard
+from conftest import stdout_of
 from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
 from switchyard import worker_pb2, worker_pb2_grpc
 from switchyard.programs import lower_portable
@@ -368,11 +369,12 @@ def test_a_tenants_colocated_python_cannot_reach_the_fleets_secrets(tmp_path):
             stderr=subprocess.PIPE, text=True)
         try:
             lines = []
-            for line in client.stdout:
+            for line in stdout_of(client):
                 lines.append(line)
                 if line.startswith("READY"):
                     break
-            assert "SANDBOXED\n" in lines, "".join(lines) + client.stderr.read()[-4000:]
+            if "SANDBOXED\n" not in lines:
+                raise AssertionError("".join(lines) + client.communicate(timeout=60)[1][-4000:])
             assert not (ROOT / "planted-by-a-tenant").exists()
             # ps: the sidecars are there, named by a counter and a random directory (they
             # were named by their session, whose id then gave its host buffers away).

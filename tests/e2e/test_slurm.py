@@ -161,7 +161,9 @@ def test_scancel_takes_a_served_cluster_down_with_no_process_left(slurm, tmp_pat
         assert slurm.job_state(job) == "RUNNING", output + slurm.logs()
         time.sleep(0.5)
         output = (tmp_path / "job.out").read_text() if (tmp_path / "job.out").exists() else ""
-    target = re.search(r"JAX_BACKEND_TARGET=(\S+)", output).group(1)
+    found = re.search(r"JAX_BACKEND_TARGET=(\S+)", output)
+    assert found, output + slurm.logs()
+    target = found.group(1)
     assert target == f"grpc://127.0.0.1:{proxy_port}"
     # A client from outside the job, as a notebook on a login node would connect.
     client = subprocess.run(

@@ -16,6 +16,7 @@ import grpc
 import pytest
 
 import switchyard
+from conftest import read_line
 from switchyard import rm_pb2, rm_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -59,7 +60,7 @@ def test_every_named_thread_is_documented():
         watchdog = threading.Timer(180, client.kill)  # a client that hangs fails the test
         watchdog.start()
         try:
-            assert client.stdout.readline().strip() == "READY"
+            assert read_line(client).strip() == "READY"
             seen = {}
             for role, slice_index in (("rm", None), ("proxy", None), ("worker", 0),
                                       ("worker", 1)):

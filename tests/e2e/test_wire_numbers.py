@@ -6,6 +6,7 @@ process must never exit: `switchyard up` would restart it, so its pid is checked
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import grpc
 import pytest
@@ -210,7 +211,7 @@ def test_boundary_values_in_every_numeric_field_get_a_status(cluster):
     proxy_pid = cluster.child_pid("proxy")
     client = Client(cluster.target)
     sent = 0
-    codes = {}
+    codes: dict[grpc.StatusCode, int] = {}
     for _name, message, build in templates(client):
         for mutated in mutations(message):
             response = client.session.request(**build(mutated))
@@ -273,7 +274,7 @@ def test_worker_refuses_boundary_values_in_headers_and_pieces(cluster):
         except grpc.RpcError as e:
             assert e.code() not in (grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL), e
         sent += 1
-    requests = []
+    requests: list[Any] = []
     for mutated in mutations(pieces):
         mutated.header.buffer_id = 5000 + len(requests)
         requests.append(worker_pb2.DispatchRequest(seq=len(requests) + 1, assemble=mutated,

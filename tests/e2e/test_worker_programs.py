@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import switchyard
-from switchyard import worker_pb2
+from switchyard import common_pb2, worker_pb2
 
 rng = np.random.default_rng(7)
 
@@ -130,8 +130,8 @@ def test_bad_requests_get_clear_errors_and_worker_stays_up(workers):
     assert code_of(lambda: worker.compile(broken_options, [device]))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
     # Header that lies about the size, a stream that stops short, an unknown dtype.
-    header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11,
-                                     dims=[4], size_bytes=15)
+    header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device,
+                                     dtype=common_pb2.F32, dims=[4], size_bytes=15)
     assert code_of(lambda: worker.put_chunks(header, [b"x" * 15]))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
     header.size_bytes = 16
@@ -139,7 +139,7 @@ def test_bad_requests_get_clear_errors_and_worker_stays_up(workers):
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "ended after 8 of 16" in message
     assert code_of(lambda: worker.put_chunks(header, [b"x" * 8, b"x" * 16]))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
-    header.dtype = 99
+    header.dtype = 99  # type: ignore[assignment]  # no such dtype, on purpose
     assert code_of(lambda: worker.put_chunks(header, [b"x" * 16]))[0] == \
         grpc.StatusCode.INVALID_ARGUMENT
     # Wrong number of arguments for a compiled program.
@@ -157,15 +157,17 @@ def test_buffers_go_to_the_memory_kind_asked_for(workers):
     worker = workers[0]
     device = worker.device_ids()[0]
     for kind in ("pinned_host", "unpinned_host", ""):
-        header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11,
-                                         dims=[2], size_bytes=8, memory_kind=kind)
+        header = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device,
+                                         dtype=common_pb2.F32, dims=[2], size_bytes=8,
+                                         memory_kind=kind)
         worker.put_chunks(header, [b"\x00" * 8])
         [first] = list(worker._stub.GetBuffer(
             worker_pb2.GetBufferRequest(buffer_id=header.buffer_id)))
         assert first.header.memory_kind == (kind or "device")
         worker.delete([header.buffer_id])
-    bad = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device, dtype=11, dims=[2],
-                                  size_bytes=8, memory_kind="hbm_on_the_moon")
+    bad = worker_pb2.BufferHeader(buffer_id=worker.new_id(), device_id=device,
+                                  dtype=common_pb2.F32, dims=[2], size_bytes=8,
+                                  memory_kind="hbm_on_the_moon")
     with pytest.raises(switchyard.WorkerError) as e:
         worker.put_chunks(bad, [b"\x00" * 8])
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT

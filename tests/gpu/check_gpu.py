@@ -67,7 +67,7 @@ def find_cuda_plugin():
         spec = importlib.util.find_spec("jax_plugins.xla_cuda13")
     except ModuleNotFoundError:
         spec = None
-    for d in (spec.submodule_search_locations if spec else []):
+    for d in ((spec.submodule_search_locations or []) if spec else []):
         for path in glob.glob(os.path.join(d, "*.so")):
             return path
     return None
@@ -91,12 +91,13 @@ class Process:
 
     def __init__(self, name, args, env=None):
         self.name = name
-        self.lines = queue.Queue()
+        self.lines: queue.Queue[str] = queue.Queue()
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env={**os.environ, **(env or {})})
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
+        assert self.proc.stdout is not None
         for line in self.proc.stdout:
             print(f"  [{self.name}] {line}", end="", flush=True)
             self.lines.put(line)

@@ -106,6 +106,7 @@ class Client:
             thread.start()
 
     def _pump_stdout(self):
+        assert self.proc.stdout is not None
         for line in self.proc.stdout:
             if not line.startswith("{"):
                 continue
@@ -120,6 +121,7 @@ class Client:
                 self.last = message
 
     def _pump_stderr(self):
+        assert self.proc.stderr is not None
         for line in self.proc.stderr:
             self.stderr.append(line.rstrip("\n"))
 
