@@ -20,9 +20,14 @@ ABSL_FLAG(std::string, tokens_file, "",
           "those tokens (switchyard.initialize(token=...) or $SWITCHYARD_TOKEN)");
 ABSL_FLAG(int64_t, session_max_arrays, switchyard::limits::kSessionArraysDefault,
           "proxy: live arrays one session may hold (0: no bound); past it, RESOURCE_EXHAUSTED");
-ABSL_FLAG(int64_t, session_max_host_buffer_bytes, 0,
-          "proxy: bytes of host buffers one session may stage on the proxy at once (0: no "
-          "bound); past it, RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, session_max_host_buffer_bytes, -1,
+          "proxy: bytes of host buffers one session may stage on the proxy at once; past it, "
+          "RESOURCE_EXHAUSTED. -1: a quarter of the memory the proxy's host (or its cgroup) "
+          "gives it; 0: no bound");
+ABSL_FLAG(int64_t, proxy_max_host_buffer_bytes, -1,
+          "proxy: bytes of host buffers all sessions together may stage on the proxy at once; "
+          "past it, RESOURCE_EXHAUSTED. -1: half of the memory the proxy's host (or its "
+          "cgroup) gives it; 0: no bound");
 
 ABSL_FLAG(std::string, virtual_slices, "",
           "proxy: the slices each session leases from the pool, GENERATION:TOPOLOGY,... "
@@ -57,6 +62,7 @@ int RunProxy() {
   options.tokens_file = absl::GetFlag(FLAGS_tokens_file);
   options.session_max_arrays = absl::GetFlag(FLAGS_session_max_arrays);
   options.session_max_host_buffer_bytes = absl::GetFlag(FLAGS_session_max_host_buffer_bytes);
+  options.proxy_max_host_buffer_bytes = absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes);
   options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
   options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
   options.large_transfer_directory = absl::GetFlag(FLAGS_large_transfer_directory);

@@ -52,6 +52,7 @@ ABSL_DECLARE_FLAG(int, num_elastic_slices);
 ABSL_DECLARE_FLAG(std::string, tokens_file);
 ABSL_DECLARE_FLAG(int64_t, session_max_arrays);
 ABSL_DECLARE_FLAG(int64_t, session_max_host_buffer_bytes);
+ABSL_DECLARE_FLAG(int64_t, proxy_max_host_buffer_bytes);
 ABSL_DECLARE_FLAG(std::string, virtual_slices);
 ABSL_DECLARE_FLAG(absl::Duration, session_idle_timeout);
 ABSL_DECLARE_FLAG(std::string, large_transfer_directory);
@@ -347,6 +348,8 @@ std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_
        absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
        absl::StrCat("--session_max_host_buffer_bytes=",
                     absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
+       absl::StrCat("--proxy_max_host_buffer_bytes=",
+                    absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes)),
        absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
        absl::StrCat("--session_idle_timeout=",
                     absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),

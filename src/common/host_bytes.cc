@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/huge_pages.h"
 #include "common/limits.h"
+#include "common/machine_memory.h"
 
 namespace switchyard {
 namespace {
@@ -78,12 +79,6 @@ int64_t ResidentBytes() {
   const int read = std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident);
   std::fclose(statm);
   return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
-}
-
-int64_t PhysicalMemoryBytes() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page = sysconf(_SC_PAGESIZE);
-  return pages > 0 && page > 0 ? int64_t{pages} * int64_t{page} : 0;
 }
 
 HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {

@@ -21,8 +21,6 @@
 
 namespace switchyard {
 
-// The host's physical memory in bytes; 0 when the system does not say.
-int64_t PhysicalMemoryBytes();
 // This process's resident memory in bytes; 0 when the system does not say.
 int64_t ResidentBytes();
 

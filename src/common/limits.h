@@ -107,6 +107,14 @@ inline constexpr int64_t kRefusedHandlesMax = 4096;
 // memory is the host's): past it a request is refused, not the kernel's OOM killer left to
 // pick a process. `switchyard up` divides it among the workers it starts on one host.
 inline constexpr int64_t kHostBufferMemoryPercent = 80;
+// Host buffers staged on a proxy (uploads on their way to workers, fetches on their way to
+// clients) may take these shares of the memory its host gives it, by default: one
+// session's, and all sessions' together. Past them a request gets RESOURCE_EXHAUSTED
+// naming the bound, instead of the kernel's OOM killer picking a process. An upload's
+// bytes are counted from when it begins until its array is made or it is deleted; the
+// proxy's own copies in flight come on top, hence half, not most, of the memory.
+inline constexpr int64_t kSessionHostBufferMemoryPercent = 25;
+inline constexpr int64_t kProxyHostBufferMemoryPercent = 50;
 // An upload past that bound waits this long for room before it is refused: the client's
 // deletions travel on the operation stream, and may arrive just after the upload.
 inline constexpr int64_t kBufferRoomWaitMs = 1000;

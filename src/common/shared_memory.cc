@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
+#include "common/machine_memory.h"
 
 namespace switchyard {
 namespace {

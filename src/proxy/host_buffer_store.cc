@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/copy_count.h"
+#include "common/limits.h"
 #include "common/status_macros.h"
 
 namespace switchyard::proxy {
@@ -95,6 +96,58 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
   }
 }
 
+absl::Status HostBufferBudget::FitsLocked(int64_t bytes) const {
+  if (max_bytes_ > 0 && bytes > max_bytes_ - held_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a host buffer of ", bytes, " bytes would take the host buffers staged on this proxy ",
+        "by all its sessions past ", max_bytes_, " bytes (--proxy_max_host_buffer_bytes; ", held_,
+        " held)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status HostBufferBudget::Fits(int64_t bytes) const {
+  absl::MutexLock lock(&mutex_);
+  return FitsLocked(bytes);
+}
+
+absl::Status HostBufferBudget::Take(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  SY_RETURN_IF_ERROR(FitsLocked(bytes));
+  held_ += bytes;
+  return absl::OkStatus();
+}
+
+void HostBufferBudget::Give(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  held_ -= bytes;
+}
+
+int64_t HostBufferBudget::held() const {
+  absl::MutexLock lock(&mutex_);
+  return held_;
+}
+
+HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_flag,
+                                         int64_t memory_bytes) {
+  auto share = [memory_bytes](int64_t percent) -> int64_t {
+    if (memory_bytes <= 0) return 0;
+    // In two parts: exact, and no overflow however large the memory.
+    return memory_bytes / 100 * percent + memory_bytes % 100 * percent / 100;
+  };
+  HostBufferBounds bounds;
+  bounds.session_max_bytes =
+      session_flag >= 0 ? session_flag : share(limits::kSessionHostBufferMemoryPercent);
+  bounds.proxy_max_bytes =
+      proxy_flag >= 0 ? proxy_flag : share(limits::kProxyHostBufferMemoryPercent);
+  return bounds;
+}
+
+HostBufferStore::~HostBufferStore() {
+  absl::MutexLock lock(&mutex_);
+  if (budget_ != nullptr) budget_->Give(bytes_);
+}
+
 absl::Status HostBufferStore::Admit(int64_t size) const {
   if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
   if (max_bytes_ > 0 && size > max_bytes_ - bytes_) {
@@ -102,15 +155,18 @@ absl::Status HostBufferStore::Admit(int64_t size) const {
         "a host buffer of ", size, " bytes would take this session's staged host buffers past ",
         max_bytes_, " bytes (--session_max_host_buffer_bytes; ", bytes_, " held)"));
   }
+  if (budget_ != nullptr) return budget_->Fits(size);
   return absl::OkStatus();
 }
 
 absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
   const int64_t size = buffer->size();
   SY_RETURN_IF_ERROR(Admit(size));
-  if (!buffers_.emplace(handle, std::move(buffer)).second) {
+  if (buffers_.count(handle) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
   }
+  if (budget_ != nullptr) SY_RETURN_IF_ERROR(budget_->Take(size));
+  buffers_.emplace(handle, std::move(buffer));
   bytes_ += size;
   return absl::OkStatus();
 }
@@ -165,6 +221,7 @@ absl::Status HostBufferStore::Delete(uint64_t handle) {
     return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
   }
   bytes_ -= it->second->size();
+  if (budget_ != nullptr) budget_->Give(it->second->size());
   buffers_.erase(it);
   return absl::OkStatus();
 }
@@ -175,6 +232,7 @@ void HostBufferStore::Shutdown() {
     absl::MutexLock lock(&mutex_);
     shutdown_ = true;
     buffers.swap(buffers_);
+    if (budget_ != nullptr) budget_->Give(bytes_);
     bytes_ = 0;
   }
   // Readers waiting on an upload that will not finish now learn so.

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -74,11 +75,51 @@ class HostBuffer {
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
 };
 
+// The bytes of host buffers all sessions of one proxy may hold at once, so that clients
+// together cannot stage more than the proxy's host has. A leaf lock: stores take it under
+// their own. Thread-safe.
+class HostBufferBudget {
+ public:
+  // `max_bytes` 0: no bound.
+  explicit HostBufferBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
+  // RESOURCE_EXHAUSTED, naming the bound, when `bytes` more would pass it.
+  absl::Status Take(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether `bytes` more would fit now (Take may still refuse them later).
+  absl::Status Fits(int64_t bytes) const ABSL_LOCKS_EXCLUDED(mutex_);
+  void Give(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t held() const ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t max_bytes() const { return max_bytes_; }
+
+ private:
+  absl::Status FitsLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
+  const int64_t max_bytes_;
+  mutable absl::Mutex mutex_;
+  int64_t held_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+// The bounds on staged host buffers a proxy starts with.
+struct HostBufferBounds {
+  int64_t session_max_bytes = 0;  // one session's; 0: none
+  int64_t proxy_max_bytes = 0;    // all sessions' together; 0: none
+};
+// The operator's bounds (a flag's value; negative: not given), else shares of
+// `memory_bytes` (limits::kSessionHostBufferMemoryPercent and
+// kProxyHostBufferMemoryPercent; no bound when the machine does not say its memory).
+HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_flag,
+                                         int64_t memory_bytes);
+
 class HostBufferStore {
  public:
   // `max_bytes`: the most the session's buffers may hold at once (uploads not yet
-  // deleted, downloads not yet fetched); 0: no bound.
-  explicit HostBufferStore(int64_t max_bytes = 0) : max_bytes_(max_bytes) {}
+  // deleted, downloads not yet fetched); 0: no bound. `budget`, when given, bounds them
+  // together with other sessions' (shared; it outlives the store's bytes).
+  explicit HostBufferStore(int64_t max_bytes = 0,
+                           std::shared_ptr<HostBufferBudget> budget = nullptr)
+      : max_bytes_(max_bytes), budget_(std::move(budget)) {}
+  ~HostBufferStore();
+  HostBufferStore(const HostBufferStore&) = delete;
+  HostBufferStore& operator=(const HostBufferStore&) = delete;
 
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
   // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`;
@@ -108,6 +149,7 @@ class HostBufferStore {
   absl::Status Admit(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int64_t max_bytes_;
+  const std::shared_ptr<HostBufferBudget> budget_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
   int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;

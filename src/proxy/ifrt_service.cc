@@ -13,6 +13,7 @@
 #include "common/grpc_status.h"
 #include "common/host_bytes.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
@@ -112,7 +113,10 @@ constexpr absl::Duration kSliceViewWait = absl::Seconds(5);
 }  // namespace
 
 IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
-    : fleet_(fleet), options_(std::move(options)) {
+    : fleet_(fleet),
+      options_(std::move(options)),
+      host_buffer_budget_(
+          std::make_shared<HostBufferBudget>(options_.proxy_max_host_buffer_bytes)) {
   // The handlers the generated code made parse the messages themselves; these take them
   // as bytes (see ServeSession, ServeStore, ServeLookup). Same methods: a client sees no
   // difference but the errors for bytes that do not parse, and the copies saved.
@@ -232,7 +236,8 @@ grpc::Status IfrtService::ServeSession(grpc::ServerContext* context, SessionStre
     if (!asked.ok()) return Refuse(stream, asked.status());
     shapes = *std::move(asked);
   }
-  auto store = std::make_shared<proxy::HostBufferStore>(options_.session_max_host_buffer_bytes);
+  auto store = std::make_shared<proxy::HostBufferStore>(options_.session_max_host_buffer_bytes,
+                                                        host_buffer_budget_);
   // The client: its host over TCP, its process on a Unix socket (a log's "opened by").
   const std::string client = PeerIdentity(context->peer());
   uint64_t session_id;
@@ -360,7 +365,7 @@ absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindUploadS
     const grpc::ServerContext& context, const w::GrpcHostBufferStoreMetadata& metadata) const {
   SY_ASSIGN_OR_RETURN(auto store, FindStore(context, metadata.session_id()));
   if (metadata.buffer_size() < 0) return absl::InvalidArgumentError("negative buffer_size");
-  const int64_t memory = PhysicalMemoryBytes();
+  const int64_t memory = MemoryLimitBytes();
   if (memory > 0 && metadata.buffer_size() > memory) {
     return absl::ResourceExhaustedError(absl::StrCat("host buffer of ", metadata.buffer_size(),
                                                      " bytes; this machine has ", memory));

@@ -38,6 +38,7 @@ struct IfrtServiceOptions {
   int64_t session_max_arrays = 0;             // see SessionPolicy; 0: no bound
   std::string storage_mount_root;             // see SessionPolicy
   int64_t session_max_host_buffer_bytes = 0;  // see HostBufferStore; 0: no bound
+  int64_t proxy_max_host_buffer_bytes = 0;    // see HostBufferBudget; 0: no bound
   // Each session leases slices of these shapes (SliceLease) unless it asks for others;
   // empty: sessions that ask for none see the whole fleet.
   std::vector<SliceShape> virtual_slices;
@@ -115,6 +116,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   absl::StatusOr<std::string> Admit(const std::string& client, absl::string_view token);
 
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Bytes of host buffers all sessions hold on the proxy now.
+  int64_t host_buffer_bytes() const { return host_buffer_budget_->held(); }
   int64_t requests() const { return requests_.load(); }
   // Bytes of requests and host buffers from clients, and of host buffers to them: what
   // passes through the proxy (checkpoints written by the workers add nothing).
@@ -151,6 +154,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
 
   Fleet* fleet_;
   const IfrtServiceOptions options_;
+  // All sessions' host buffers together (--proxy_max_host_buffer_bytes).
+  const std::shared_ptr<HostBufferBudget> host_buffer_budget_;
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> client_bytes_in_{0};
   std::atomic<int64_t> client_bytes_out_{0};

@@ -14,6 +14,7 @@
 #include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/metrics.h"
 #include "common/slice_shape.h"
 #include "common/status_macros.h"
@@ -95,6 +96,11 @@ class ProxyServerImpl final : public ProxyServer {
                                    "Bytes of buffer contents copied by this process, the kernel's "
                                    "copies for its sockets included.",
                                    static_cast<double>(BytesCopied()))
+                              .Add("switchyard_proxy_host_buffer_bytes", "gauge",
+                                   "Bytes of host buffers sessions have staged on the proxy "
+                                   "(uploads on their way to workers, fetches on their way to "
+                                   "clients).",
+                                   service_->host_buffer_bytes())
                               .Add("switchyard_proxy_host_bytes_kept", "gauge",
                                    "Memory of freed large host buffers kept for reuse (the "
                                    "kernel may reclaim it).",
@@ -163,7 +169,11 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   service_options.num_elastic_slices = options.num_elastic_slices;
   service_options.session_max_arrays = options.session_max_arrays;
   service_options.storage_mount_root = options.storage_mount_root;
-  service_options.session_max_host_buffer_bytes = options.session_max_host_buffer_bytes;
+  const HostBufferBounds bounds =
+      ResolveHostBufferBounds(options.session_max_host_buffer_bytes,
+                              options.proxy_max_host_buffer_bytes, MemoryLimitBytes());
+  service_options.session_max_host_buffer_bytes = bounds.session_max_bytes;
+  service_options.proxy_max_host_buffer_bytes = bounds.proxy_max_bytes;
   SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
                       ParseSliceShapes(options.virtual_slices, "--virtual_slices"));
   service_options.session_idle_timeout = options.session_idle_timeout;

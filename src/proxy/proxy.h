@@ -27,10 +27,13 @@ struct ProxyOptions {
   int num_elastic_slices = -1;
   // Tenants and their token hashes (TenantTokens); empty: sessions need no token.
   std::string tokens_file;
-  // Per-session bounds (0: none): live arrays, and bytes of host buffers staged on the
-  // proxy. Past them a request gets RESOURCE_EXHAUSTED.
+  // Per-session bound on live arrays (0: none). Past it a request gets RESOURCE_EXHAUSTED.
   int64_t session_max_arrays = 0;
-  int64_t session_max_host_buffer_bytes = 0;
+  // Bounds on the bytes of host buffers staged on the proxy, one session's and all
+  // together: past them RESOURCE_EXHAUSTED. -1: shares of the memory the host gives the
+  // proxy (ResolveHostBufferBounds); 0: none.
+  int64_t session_max_host_buffer_bytes = -1;
+  int64_t proxy_max_host_buffer_bytes = -1;
   // Pathways' --virtual_slices ("cpu:4,cpu:4"): each session leases slices of these
   // shapes from the RM, waits in its queue until they are free, and sees only them.
   // Empty: sessions see the whole fleet and lease nothing. Start() fails with

@@ -22,6 +22,7 @@
 #include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/metrics.h"
 #include "common/shared_memory.h"
 #include "common/status_macros.h"
@@ -143,12 +144,12 @@ ColocatedOptions ColocatedSetup(const WorkerOptions& options, const WorkerPython
 }
 
 // The bound on the buffers' bytes: the operator's, else on CPU (whose device memory is
-// the host's) a share of the host's memory, else none (a GPU plugin refuses what does not
-// fit its device itself).
+// the host's) a share of the memory the host (or the cgroup) gives the worker, else none
+// (a GPU plugin refuses what does not fit its device itself).
 int64_t MaxBufferBytes(const WorkerOptions& options, const std::string& platform) {
   if (options.max_buffer_bytes >= 0) return options.max_buffer_bytes;
   if (platform != "cpu") return 0;
-  return PhysicalMemoryBytes() / 100 * limits::kHostBufferMemoryPercent /
+  return MemoryLimitBytes() / 100 * limits::kHostBufferMemoryPercent /
          std::max(options.workers_per_host, 1);
 }
 

@@ -419,6 +419,7 @@ def test_prometheus_metrics_of_every_process(spawn, plugin):
     assert m["switchyard_worker_registered"] == 1 and m["switchyard_worker_buffers"] == 0
     m = scrape(proxy)
     assert m["switchyard_proxy_sessions"] == 0
+    assert m["switchyard_proxy_host_buffer_bytes"] == 0
     # Each process says what memory it holds.
     for process in (rm, worker, proxy):
         assert 1 << 20 < scrape(process)["process_resident_memory_bytes"] < 16 << 30

@@ -13,6 +13,7 @@ import time
 import grpc
 import pytest
 
+from conftest import scrape, wait_until
 from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
 from switchyard.cluster import free_port
 
@@ -21,6 +22,7 @@ WHEEL_PYTHON = HERE.parents[1] / ".venv-wheel" / "bin" / "python"
 TOKENS = {"alice": "alice-secret-1", "bob": "bob-secret-2"}
 MAX_ARRAYS = 40
 MAX_HOST_BUFFER_BYTES = 1 << 20
+PROXY_MAX_HOST_BUFFER_BYTES = 3 << 19  # all sessions together: one and a half sessions' worth
 
 
 @pytest.fixture
@@ -33,7 +35,9 @@ def pool(spawn, rm, start_worker, tmp_path):
     port = free_port()
     proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
                   f"--tokens_file={tokens_file}", f"--session_max_arrays={MAX_ARRAYS}",
-                  f"--session_max_host_buffer_bytes={MAX_HOST_BUFFER_BYTES}")
+                  f"--session_max_host_buffer_bytes={MAX_HOST_BUFFER_BYTES}",
+                  f"--proxy_max_host_buffer_bytes={PROXY_MAX_HOST_BUFFER_BYTES}",
+                  "--metrics_port=0")
     proxy.wait_for("IFRT proxy server started with status OK")
     proxy.target = f"grpc://127.0.0.1:{port}"
     return proxy
@@ -134,6 +138,36 @@ def raw_session(pool, token: str) -> tuple[grpc.Channel, RawSession, int]:
     session = RawSession(ch, initialization_data={"switchyard_token": token.encode()})
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
     return ch, session, session_id
+
+
+def test_sessions_together_stay_within_the_proxys_host_buffer_bound(pool):
+    """One tenant's staged host buffer leaves the other less room; past the proxy's bound
+    an upload is refused naming it, and the room comes back when the first session ends."""
+    ch, holder, holder_id = raw_session(pool, TOKENS["alice"])
+    held = MAX_HOST_BUFFER_BYTES - 4096  # within alice's own bound
+    host_buffer_store(ch)(iter([g.GrpcHostBufferStoreRequest(data=b"\1" * held)]),
+                          metadata=store_metadata(holder_id, 7, held), timeout=30)
+    assert scrape(pool)["switchyard_proxy_host_buffer_bytes"] == held
+    upload = f"""
+        import jax, numpy as np
+        import switchyard
+        switchyard.initialize(token={TOKENS['bob']!r})
+        try:  # within bob's own bound, not beside alice's buffer
+            jax.device_put(np.ones({PROXY_MAX_HOST_BUFFER_BYTES - held} // 4 + 1024,
+                                   np.float32)).block_until_ready()
+            print("UPLOADED")
+        except Exception as e:
+            print("UPLOAD REFUSED")
+    """
+    refused = run(pool, upload)
+    assert "UPLOAD REFUSED" in refused.stdout, refused.stdout + refused.stderr[-3000:]
+    assert "--proxy_max_host_buffer_bytes" in refused.stderr, refused.stderr[-3000:]
+    holder.close()
+    wait_until(lambda: scrape(pool)["switchyard_proxy_host_buffer_bytes"] == 0, 30,
+               "the ended session's host buffer given back")
+    accepted = run(pool, upload)
+    assert "UPLOADED" in accepted.stdout, accepted.stdout + accepted.stderr[-3000:]
+    assert scrape(pool)["switchyard_proxy_host_buffer_bytes"] == 0
 
 
 def test_session_ids_stay_secret_and_host_buffers_need_one(pool):

@@ -178,5 +178,41 @@ TEST(HostBufferStoreTest, MaxBytesBoundsWhatIsHeldAtOnce) {
   EXPECT_TRUE(store.Begin(5, 6).ok());  // room again
 }
 
+TEST(HostBufferStoreTest, ABudgetBoundsAllSessionsTogetherAndGetsEveryByteBack) {
+  auto budget = std::make_shared<HostBufferBudget>(/*max_bytes=*/10);
+  auto first = std::make_unique<HostBufferStore>(/*max_bytes=*/0, budget);
+  HostBufferStore second(/*max_bytes=*/8, budget);
+  ASSERT_TRUE(Store(*first, 1, "abcdef").ok());
+  ASSERT_TRUE(Store(second, 1, "ab").ok());  // handles are per session
+  absl::Status over = Store(second, 2, "ghi");
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("--proxy_max_host_buffer_bytes"), std::string::npos) << over;
+  EXPECT_EQ(second.Begin(3, 3).status().code(), absl::StatusCode::kResourceExhausted);
+  // A refused or duplicate buffer takes nothing.
+  EXPECT_EQ(Store(second, 1, "x").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(budget->held(), 8);
+  ASSERT_TRUE(Store(second, 2, "gh").ok());  // exactly at the bound
+  // Given back by a deletion, by a session's end, and by a store that goes away.
+  ASSERT_TRUE(second.Delete(1).ok());
+  EXPECT_EQ(budget->held(), 8);
+  second.Shutdown();
+  EXPECT_EQ(budget->held(), 6);
+  first.reset();
+  EXPECT_EQ(budget->held(), 0);
+}
+
+TEST(HostBufferStoreTest, BoundsComeFromTheFlagsElseFromTheMemory) {
+  constexpr int64_t kGiB = int64_t{1} << 30;
+  HostBufferBounds derived = ResolveHostBufferBounds(-1, -1, 64 * kGiB);
+  EXPECT_EQ(derived.session_max_bytes, 16 * kGiB);
+  EXPECT_EQ(derived.proxy_max_bytes, 32 * kGiB);
+  HostBufferBounds given = ResolveHostBufferBounds(0, 5, 64 * kGiB);  // 0: none
+  EXPECT_EQ(given.session_max_bytes, 0);
+  EXPECT_EQ(given.proxy_max_bytes, 5);
+  HostBufferBounds unknown = ResolveHostBufferBounds(-1, -1, 0);  // the machine does not say
+  EXPECT_EQ(unknown.session_max_bytes, 0);
+  EXPECT_EQ(unknown.proxy_max_bytes, 0);
+}
+
 }  // namespace
 }  // namespace switchyard::proxy
