@@ -14,10 +14,11 @@
 namespace switchyard::bulk {
 namespace {
 
-// `arrived`, when given, hears the bytes in place from the start of `out` as they come.
+// `arrived`, when given, hears the bytes in place from the start of `out` as they come;
+// `cancelled`, when given, is asked between chunks.
 absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_t offset,
-                       absl::Span<char> out, const Arrived* arrived = nullptr,
-                       absl::Duration idle = absl::Seconds(limits::kBulkIdleS)) {
+                       absl::Span<char> out, const Arrived* arrived, absl::Duration idle,
+                       const Cancelled* cancelled) {
   absl::StatusOr<int> fd = Connect(address, idle);
   if (!fd.ok()) return fd.status();
   const absl::Status sent = WriteAll(*fd, EncodeRequest(Request{ticket, offset, out.size()}));
@@ -40,13 +41,18 @@ absl::Status PullRange(const std::string& address, const Ticket& ticket, uint64_
     std::string message(reply->message_bytes, '\0');
     status = ReadAll(*fd, absl::MakeSpan(message.data(), message.size()));
     status = absl::Status(reply->code, status.ok() ? message : "(its reason was cut off)");
-  } else if (arrived == nullptr) {
+  } else if (arrived == nullptr && cancelled == nullptr) {
     status = ReadAll(*fd, out);
   } else {
     for (size_t done = 0; status.ok() && done < out.size();) {
+      if (cancelled != nullptr && (*cancelled)()) {
+        close(*fd);  // the server sees the reader go, and lets go of the ticket's bytes
+        return absl::CancelledError("the reader of the transfer has gone");
+      }
       const size_t n = std::min<size_t>(limits::kBulkChunkBytes, out.size() - done);
       status = ReadAll(*fd, out.subspan(done, n));
-      if (status.ok()) (*arrived)(done += n);
+      done += n;
+      if (status.ok() && arrived != nullptr) (*arrived)(done);
     }
   }
   close(*fd);
@@ -71,7 +77,7 @@ int StreamsFor(int64_t bytes) {
 }
 
 absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<char> out,
-                  int streams) {
+                  int streams, const Cancelled& cancelled) {
   if (out.empty()) return absl::OkStatus();
   streams = std::clamp<int>(streams, 1, limits::kBulkStreamsMax);
   // Whole pages per range, so that no two streams write one page.
@@ -85,7 +91,8 @@ absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<c
         i + 1 == streams ? out.size() : std::min<uint64_t>(begin + share, out.size());
     if (begin == end) continue;
     auto pull = [&, i, begin, end] {
-      results[i] = PullRange(address, ticket, begin, out.subspan(begin, end - begin));
+      results[i] = PullRange(address, ticket, begin, out.subspan(begin, end - begin), nullptr,
+                             absl::Seconds(limits::kBulkIdleS), cancelled ? &cancelled : nullptr);
     };
     if (i + 1 == streams) {
       pull();  // the last range on this thread
@@ -106,9 +113,10 @@ absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<c
 }
 
 absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
-                         const Arrived& arrived, absl::Duration idle) {
+                         const Arrived& arrived, absl::Duration idle, const Cancelled& cancelled) {
   if (out.empty()) return absl::OkStatus();
-  return PullRange(address, ticket, 0, out, arrived ? &arrived : nullptr, idle);
+  return PullRange(address, ticket, 0, out, arrived ? &arrived : nullptr, idle,
+                   cancelled ? &cancelled : nullptr);
 }
 
 }  // namespace switchyard::bulk

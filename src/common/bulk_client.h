@@ -21,9 +21,12 @@ namespace switchyard::bulk {
 // when it closed (or went quiet) before answering: nothing was read, and the caller may
 // fetch another way. DATA_LOSS when a transfer broke after its answer; the server's own
 // code and sentence when it refused (an expired ticket: PERMISSION_DENIED; too many
-// transfers at once: RESOURCE_EXHAUSTED).
+// transfers at once: RESOURCE_EXHAUSTED). CANCELLED once `cancelled` (if set) says so,
+// which it is asked after each limits::kBulkChunkBytes of a stream: a reader that has
+// gone stops the transfer, and what it had landed is not to be used.
+using Cancelled = std::function<bool()>;
 absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<char> out,
-                  int streams);
+                  int streams, const Cancelled& cancelled = nullptr);
 
 // As Pull on one stream, in order, telling `arrived` (if set) how many bytes from the
 // start of `out` are in place each time another limits::kBulkChunkBytes (or the last)
@@ -33,7 +36,8 @@ absl::Status Pull(const std::string& address, const Ticket& ticket, absl::Span<c
 using Arrived = std::function<void(uint64_t)>;
 absl::Status PullInOrder(const std::string& address, const Ticket& ticket, absl::Span<char> out,
                          const Arrived& arrived,
-                         absl::Duration idle = absl::Seconds(limits::kBulkIdleS));
+                         absl::Duration idle = absl::Seconds(limits::kBulkIdleS),
+                         const Cancelled& cancelled = nullptr);
 
 // What a failed pull leaves its reader. kElsewhere and kUnreachable: nothing was read,
 // and the bytes may be fetched another way; kUnreachable also says the server cannot be

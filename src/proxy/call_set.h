@@ -1,7 +1,8 @@
 #pragma once
 
 // Calls in flight that someone may need to stop: a session that ends cancels the
-// worker reads it started on other threads. Thread-safe.
+// worker reads it started on other threads (and the data-plane reads that follow them
+// ask `cancelled`). Thread-safe.
 
 #include <set>
 
@@ -22,6 +23,11 @@ class CallSet {
   void Remove(grpc::ClientContext* context) ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
     calls_.erase(context);
+  }
+  // Whether `CancelAll` has run: for work that is no call (a data-plane read) to ask.
+  bool cancelled() ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    return cancelled_;
   }
   void CancelAll() ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);

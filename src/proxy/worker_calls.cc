@@ -306,6 +306,7 @@ absl::Status ReadBufferOnce(WorkerConnection* worker, uint64_t buffer_id,
       BufferReads().bulk_bytes += size;
       return absl::OkStatus();
     }
+    if (absl::IsCancelled(status)) return status;  // the session ended: no one to tell
     const bulk::PullFailure failure = bulk::ClassifyFailure(status);
     if (failure == bulk::PullFailure::kUnreachable && worker->MarkBulkUnreachable()) {
       SY_LOG(Warning) << "buffers of worker " << worker->address()
@@ -326,6 +327,12 @@ absl::Status ReadBufferOnce(WorkerConnection* worker, uint64_t buffer_id,
   }
   BufferReads().inline_bytes += size;
   return absl::OkStatus();
+}
+
+// For a data-plane read: whether the session that asked has ended (none: never).
+bulk::Cancelled SessionEnded(CallSet* calls) {
+  if (calls == nullptr) return nullptr;
+  return [calls] { return calls->cancelled(); };
 }
 
 // The read, on the data plane where the worker offers it and it can be reached; inline
@@ -367,7 +374,7 @@ absl::StatusOr<std::unique_ptr<HostBytes>> GetBuffer(WorkerConnection* worker, u
   };
   sink.pull = [&](const std::string& address, const bulk::Ticket& offer) {
     return bulk::Pull(address, offer, absl::MakeSpan(data->data(), data->size()),
-                      bulk::StreamsFor(data->size()));
+                      bulk::StreamsFor(data->size()), SessionEnded(calls));
   };
   SY_RETURN_IF_ERROR(ReadBuffer(worker, buffer_id, ticket, calls, sink));
   return data;
@@ -387,9 +394,12 @@ absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
   // One stream, in order: the client's lookup passes each piece on as it lands.
   sink.pull = [&](const std::string& address, const bulk::Ticket& offer) {
     absl::Status said;
-    absl::Status pulled = bulk::PullInOrder(address, offer, into.Space(), [&](uint64_t bytes) {
-      if (said.ok()) said = into.Arrived(static_cast<int64_t>(bytes));
-    });
+    absl::Status pulled = bulk::PullInOrder(
+        address, offer, into.Space(),
+        [&](uint64_t bytes) {
+          if (said.ok()) said = into.Arrived(static_cast<int64_t>(bytes));
+        },
+        absl::Seconds(limits::kBulkIdleS), SessionEnded(calls));
     return pulled.ok() ? said : pulled;
   };
   return ReadBuffer(worker, buffer_id, ticket, calls, sink);

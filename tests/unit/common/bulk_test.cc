@@ -329,6 +329,33 @@ TEST_P(BulkServerTest, ASourceStillArrivingIsSentAsItArrivesOrBreaksOffWhenItFai
   }
 }
 
+TEST_P(BulkServerTest, APullWhoseReaderHasGoneStopsWithinAChunk) {
+  const size_t size = size_t{6} * limits::kBulkChunkBytes;
+  for (const bool in_order : {false, true}) {
+    auto source = std::make_shared<Bytes>(size, /*contiguous=*/true);
+    absl::StatusOr<Ticket> ticket = server_->Offer(source);
+    ASSERT_TRUE(ticket.ok()) << ticket.status();
+    std::vector<char> out(size, 0);
+    int asked = 0;
+    auto cancelled = [&asked] { return ++asked > 1; };  // gone after the first chunk
+    const absl::Status pulled =
+        in_order ? PullInOrder(server_->address(), *ticket, absl::MakeSpan(out), nullptr,
+                               absl::Seconds(limits::kBulkIdleS), cancelled)
+                 : Pull(server_->address(), *ticket, absl::MakeSpan(out), 1, cancelled);
+    EXPECT_EQ(pulled.code(), absl::StatusCode::kCancelled) << pulled;
+    // Nothing past the first chunk was read.
+    EXPECT_TRUE(std::all_of(out.begin() + limits::kBulkChunkBytes, out.end(),
+                            [](char c) { return c == 0; }));
+  }
+  // The server goes on serving.
+  auto source = std::make_shared<Bytes>(4096, true);
+  absl::StatusOr<Ticket> ticket = server_->Offer(source);
+  ASSERT_TRUE(ticket.ok());
+  std::vector<char> out(4096, 0);
+  ASSERT_TRUE(Pull(server_->address(), *ticket, absl::MakeSpan(out), 1, [] { return false; }).ok());
+  EXPECT_TRUE(out == source->bytes());
+}
+
 TEST_P(BulkServerTest, AnInOrderPullWaitsForASlowSourceAsLongAsItsIdleBound) {
   // An upload's bytes may pause (the client): the pull waits `idle` for the next ones.
   for (const absl::Duration idle : {absl::Milliseconds(300), absl::Seconds(10)}) {
