@@ -33,6 +33,14 @@ std::string Age(int64_t ms) {
   return absl::StrCat(s / 86400, "d");
 }
 
+// "0", "812M", "3.2G": memory as its heartbeat reported it ("-" before the first).
+std::string Memory(int64_t bytes, bool reported) {
+  if (!reported) return "-";
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  if (mib < 1024) return absl::StrFormat("%.0fM", mib);
+  return absl::StrFormat("%.1fG", mib / 1024);
+}
+
 void PrintTable(const Fleet& fleet) {
   int hosts = 0, devices = 0, healthy_hosts = 0;
   for (const SliceStatus& slice : fleet.slices()) {
@@ -51,8 +59,9 @@ void PrintTable(const Fleet& fleet) {
       address_width = std::max(address_width, static_cast<int>(host.address().size()));
     }
   }
-  std::printf("%-6s %-5s %-*s %-10s %-8s %-14s %-30s %s\n", "SLICE", "HOST", address_width,
-              "ADDRESS", "HEALTH", "PID", "RESTARTS", "PLUGIN", "DEVICES");
+  std::printf("%-6s %-5s %-*s %-10s %-8s %-7s %-8s %-14s %-30s %s\n", "SLICE", "HOST",
+              address_width, "ADDRESS", "HEALTH", "PID", "RSS", "BUFFERS", "RESTARTS", "PLUGIN",
+              "DEVICES");
   for (const SliceStatus& slice : fleet.slices()) {
     for (const HostStatus& host : slice.hosts()) {
       const PluginInfo& plugin = host.plugin();
@@ -67,10 +76,14 @@ void PrintTable(const Fleet& fleet) {
           host.restarts() == 0
               ? "0"
               : absl::StrCat(host.restarts(), " (", Age(host.last_restart_age_ms()), " ago)");
-      std::printf("%-6d %-5d %-*s %-10s %-8lld %-14s %-30s %s\n", slice.slice_index(),
+      // A worker's resident memory is never 0 once it has reported.
+      const bool reported = host.resident_bytes() > 0;
+      std::printf("%-6d %-5d %-*s %-10s %-8lld %-7s %-8s %-14s %-30s %s\n", slice.slice_index(),
                   host.host_index(), address_width, host.address().c_str(), health.c_str(),
-                  static_cast<long long>(host.pid()), restarts.c_str(), plugin_text.c_str(),
-                  DeviceIds(host).c_str());
+                  static_cast<long long>(host.pid()),
+                  Memory(host.resident_bytes(), reported).c_str(),
+                  Memory(host.buffer_bytes(), reported).c_str(), restarts.c_str(),
+                  plugin_text.c_str(), DeviceIds(host).c_str());
     }
   }
 }

@@ -4,8 +4,8 @@
 
 #include <utility>
 
-#include "common/host_bytes.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/thread_name.h"
 
 namespace switchyard {

@@ -72,15 +72,6 @@ class KeptMappings {
 
 }  // namespace
 
-int64_t ResidentBytes() {
-  long pages_total = 0, pages_resident = 0;
-  FILE* statm = std::fopen("/proc/self/statm", "r");
-  if (statm == nullptr) return 0;
-  const int read = std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident);
-  std::fclose(statm);
-  return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
-}
-
 HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
   if (size >= kHugePage) {
     // One extra huge page of slack to start on a huge-page boundary.

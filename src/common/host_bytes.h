@@ -21,9 +21,6 @@
 
 namespace switchyard {
 
-// This process's resident memory in bytes; 0 when the system does not say.
-int64_t ResidentBytes();
-
 class HostBytes {
  public:
   static constexpr size_t kAlignment = 64;

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -30,6 +31,15 @@ int64_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? int64_t{pages} * int64_t{page} : 0;
+}
+
+int64_t ResidentBytes() {
+  long pages_total = 0, pages_resident = 0;
+  FILE* statm = std::fopen("/proc/self/statm", "r");
+  if (statm == nullptr) return 0;
+  const int read = std::fscanf(statm, "%ld %ld", &pages_total, &pages_resident);
+  std::fclose(statm);
+  return read == 2 ? pages_resident * sysconf(_SC_PAGESIZE) : 0;
 }
 
 int64_t MemoryLimitBytes() {

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/host_bytes.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "httplib.h"
 
 namespace switchyard {

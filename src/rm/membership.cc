@@ -188,7 +188,8 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
   return response;
 }
 
-absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now) {
+absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now,
+                                   const HeartbeatRequest& report) {
   Observe(now);
   for (auto& [key, host] : hosts_) {
     if (host.incarnation != incarnation || host.rejoining) continue;
@@ -203,6 +204,8 @@ absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now) {
                                               " was declared dead; register again"));
     }
     host.last_heartbeat = now;
+    host.resident_bytes = std::max<int64_t>(report.resident_bytes(), 0);
+    host.buffer_bytes = std::max<int64_t>(report.buffer_bytes(), 0);
     return absl::OkStatus();
   }
   return absl::NotFoundError(
@@ -277,6 +280,8 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
   status.set_last_restart_age_ms(
       host.restarts == 0 ? -1 : absl::ToInt64Milliseconds(now - host.last_restart));
   status.set_boot_id(host.request.boot_id());
+  status.set_resident_bytes(host.resident_bytes);
+  status.set_buffer_bytes(host.buffer_bytes);
   status.set_rejoining(host.rejoining);
   status.set_protocol_version(host.request.protocol_version());
   return status;

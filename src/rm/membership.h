@@ -85,8 +85,10 @@ class Membership {
                                                   uint64_t incarnation, absl::Time now);
 
   // NOT_FOUND if `incarnation` is unknown or was declared dead: the worker must
-  // register again.
-  absl::Status Heartbeat(uint64_t incarnation, absl::Time now);
+  // register again. The memory it reports shows in its HostStatus, without a new
+  // version.
+  absl::Status Heartbeat(uint64_t incarnation, absl::Time now,
+                         const HeartbeatRequest& report = HeartbeatRequest());
 
   // The live registration holding (slice, host), if any: what a refused registration
   // competes with.
@@ -124,6 +126,8 @@ class Membership {
     int64_t registrations = 0;
     int64_t restarts = 0;  // registrations by a new process (boot id)
     absl::Time last_restart = absl::InfinitePast();
+    int64_t resident_bytes = 0;  // as of its latest heartbeat
+    int64_t buffer_bytes = 0;
   };
 
   // Every call starts here: forgives a gap in which the RM was not running.

@@ -310,7 +310,7 @@ grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatR
                                   HeartbeatResponse* response) {
   RecordWire("rm_heartbeat", *request);
   absl::MutexLock lock(&mutex_);
-  return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now()));
+  return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now(), *request));
 }
 
 Fleet RmService::FleetLocked() {

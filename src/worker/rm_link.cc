@@ -7,6 +7,7 @@
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/thread_name.h"
 
 namespace switchyard::worker {
@@ -26,12 +27,14 @@ void SetDeadline(grpc::ClientContext* context) {
 }  // namespace
 
 RmLink::RmLink(std::string rm_address, RegisterWorkerRequest request, DeviceMap* devices,
-               absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal)
+               absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal,
+               std::function<int64_t()> buffer_bytes)
     : rm_address_(std::move(rm_address)),
       request_(std::move(request)),
       devices_(devices),
       register_timeout_(register_timeout),
       on_fatal_(std::move(on_fatal)),
+      buffer_bytes_(std::move(buffer_bytes)),
       stub_(ResourceManager::NewStub(CreateChannel(rm_address_))),
       heartbeat_period_(absl::Milliseconds(limits::kHeartbeatPeriodMs)) {}
 
@@ -118,6 +121,8 @@ void RmLink::Run() {
       SetDeadline(&context);
       HeartbeatRequest request;
       request.set_incarnation(incarnation_);
+      request.set_resident_bytes(ResidentBytes());
+      if (buffer_bytes_ != nullptr) request.set_buffer_bytes(buffer_bytes_());
       HeartbeatResponse response;
       const absl::Time sent = absl::Now();
       absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response));

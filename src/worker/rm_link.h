@@ -3,7 +3,8 @@
 // Keeps the worker registered with the resource manager: registers (retrying
 // with backoff while the RM is unreachable), heartbeats, and registers again when
 // the RM no longer knows us. Runs one thread; `on_fatal` is called from it, once,
-// when the RM refuses us or stays unreachable past the timeout.
+// when the RM refuses us or stays unreachable past the timeout. Each heartbeat says
+// what the worker holds (its resident memory, and `buffer_bytes()`) for the RM's status.
 
 #include <functional>
 #include <memory>
@@ -21,7 +22,8 @@ namespace switchyard::worker {
 class RmLink {
  public:
   RmLink(std::string rm_address, RegisterWorkerRequest request, DeviceMap* devices,
-         absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal);
+         absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal,
+         std::function<int64_t()> buffer_bytes = nullptr);
   ~RmLink();
 
   void Start();
@@ -40,6 +42,7 @@ class RmLink {
   DeviceMap* devices_;
   const absl::Duration register_timeout_;
   std::function<void(absl::Status)> on_fatal_;
+  std::function<int64_t()> buffer_bytes_;
   std::unique_ptr<ResourceManager::Stub> stub_;
   uint64_t incarnation_ = 0;
   absl::Duration heartbeat_period_;

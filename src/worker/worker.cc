@@ -267,9 +267,10 @@ class WorkerServerImpl final : public WorkerServer {
     request.set_hostname(Hostname());
     request.set_pid(getpid());
     request.set_boot_id(identity.boot_id);
-    rm_link_ = std::make_unique<RmLink>(options.resource_manager_address, std::move(request),
-                                        devices_.get(), options.register_timeout,
-                                        [this](absl::Status status) { Stop(std::move(status)); });
+    rm_link_ = std::make_unique<RmLink>(
+        options.resource_manager_address, std::move(request), devices_.get(),
+        options.register_timeout, [this](absl::Status status) { Stop(std::move(status)); },
+        [this] { return buffers_->bytes(); });
     rm_link_->Start();
     SY_ASSIGN_OR_RETURN(metrics_,
                         MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,

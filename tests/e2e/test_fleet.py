@@ -47,6 +47,20 @@ def test_status_shows_two_slices_of_four_devices(rm, start_worker):
                             f"--resource_manager_address={rm.address}"],
                            check=True, capture_output=True, text=True).stdout
     assert "2 slices, 2 hosts (2 healthy), 8 devices" in table
+    # What each worker holds, as its heartbeats say (int64 is a string in JSON).
+    reported = wait_until(lambda: all(
+        int(h["resident_bytes"]) > 0 for s in fleet(rm.address)["slices"] for h in s["hosts"])
+        and fleet(rm.address), 10, "the workers' memory in their heartbeats")
+    for s in reported["slices"]:
+        [host] = s["hosts"]
+        assert 16 << 20 < int(host["resident_bytes"]) < 16 << 30, host
+        assert int(host["buffer_bytes"]) == 0, host
+    table = subprocess.run([switchyard.find_binary(), "status",
+                            f"--resource_manager_address={rm.address}"],
+                           check=True, capture_output=True, text=True).stdout
+    header, *rows = [line.split() for line in table.splitlines()[1:4]]
+    assert header[5:7] == ["RSS", "BUFFERS"], table
+    assert all(re.fullmatch(r"\d+M|\d+\.\dG", row[5]) and row[6] == "0M" for row in rows), table
 
 
 def test_killed_worker_is_unhealthy_within_5s_and_returns_with_same_ids(rm, start_worker):

@@ -86,6 +86,22 @@ TEST_F(MembershipTest, ANewProcessForAHostCountsAsARestart) {
   EXPECT_EQ(host.last_restart_age_ms(), 3000);
 }
 
+TEST_F(MembershipTest, AHeartbeatSaysWhatTheWorkerHoldsWithoutANewVersion) {
+  SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
+  EXPECT_EQ(membership_.Snapshot(now_).slices(0).hosts(0).resident_bytes(), 0);  // not yet
+  const uint64_t version = membership_.version();
+  HeartbeatRequest report;
+  report.set_incarnation(11);
+  report.set_resident_bytes(300 << 20);
+  report.set_buffer_bytes(-5);  // nonsense from the wire shows as nothing
+  SY_EXPECT_OK(membership_.Heartbeat(11, now_ + absl::Seconds(1), report));
+  const HostStatus host = membership_.Snapshot(now_ + absl::Seconds(1)).slices(0).hosts(0);
+  EXPECT_EQ(host.resident_bytes(), 300 << 20);
+  EXPECT_EQ(host.buffer_bytes(), 0);
+  // Watchers are not woken for it: it changes with every heartbeat.
+  EXPECT_EQ(membership_.version(), version);
+}
+
 TEST_F(MembershipTest, MissedHeartbeatsMakeAHostUnhealthy) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 11, now_).status());
   SY_EXPECT_OK(membership_.Heartbeat(11, now_ + absl::Seconds(1)));
