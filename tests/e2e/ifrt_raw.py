@@ -24,6 +24,10 @@ from ifrt import (  # noqa: E402  (generated just above)
     ifrt_service_pb2 as s,
     ifrt_types_pb2 as t,  # noqa: F401  (the tests take it from here)
 )
+from xla import (  # noqa: E402, F401  (likewise: a test module run alone finds them here)
+    compile_options_pb2,
+    xla_data_pb2,
+)
 
 SERVICE = "/xla.ifrt.proxy.GrpcIfrtService/"
 

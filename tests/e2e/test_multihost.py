@@ -18,9 +18,8 @@ from concurrent import futures
 
 import grpc
 import pytest
-from xla import compile_options_pb2, xla_data_pb2
 
-from ifrt_raw import RawSession, channel, g, s, t
+from ifrt_raw import RawSession, channel, compile_options_pb2, g, s, t, xla_data_pb2
 from switchyard import common_pb2 as c, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 

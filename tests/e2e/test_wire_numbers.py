@@ -11,10 +11,9 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import descriptor as d
-from xla import compile_options_pb2, xla_data_pb2
 
 import switchyard
-from ifrt_raw import RawSession, channel, g, s, t
+from ifrt_raw import RawSession, channel, compile_options_pb2, g, s, t, xla_data_pb2
 from switchyard import common_pb2 as c, worker_pb2
 
 INT32 = [0, 1, -1, 2**31 - 1, -2**31]
