@@ -13,7 +13,6 @@
 #include "common/grpc_status.h"
 #include "common/host_bytes.h"
 #include "common/logging.h"
-#include "common/machine_memory.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
@@ -365,10 +364,9 @@ absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> IfrtService::FindUploadS
     const grpc::ServerContext& context, const w::GrpcHostBufferStoreMetadata& metadata) const {
   SY_ASSIGN_OR_RETURN(auto store, FindStore(context, metadata.session_id()));
   if (metadata.buffer_size() < 0) return absl::InvalidArgumentError("negative buffer_size");
-  const int64_t memory = MemoryLimitBytes();
-  if (memory > 0 && metadata.buffer_size() > memory) {
+  if (memory_bytes_ > 0 && metadata.buffer_size() > memory_bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat("host buffer of ", metadata.buffer_size(),
-                                                     " bytes; this machine has ", memory));
+                                                     " bytes; this machine has ", memory_bytes_));
   }
   return store;
 }

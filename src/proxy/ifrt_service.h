@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/bulk_server.h"
+#include "common/machine_memory.h"
 #include "common/slice_shape.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
 #include "proxy/fleet.h"
@@ -156,6 +157,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   const IfrtServiceOptions options_;
   // All sessions' host buffers together (--proxy_max_host_buffer_bytes).
   const std::shared_ptr<HostBufferBudget> host_buffer_budget_;
+  // The memory the host gives the proxy (read once: it is files under /sys and /proc).
+  const int64_t memory_bytes_ = MemoryLimitBytes();
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> client_bytes_in_{0};
   std::atomic<int64_t> client_bytes_out_{0};
