@@ -148,20 +148,24 @@ HostBufferStore::~HostBufferStore() {
   if (budget_ != nullptr) budget_->Give(bytes_);
 }
 
-absl::Status HostBufferStore::Admit(int64_t size) const {
+absl::Status HostBufferStore::AdmitHere(int64_t size) const {
   if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
   if (max_bytes_ > 0 && size > max_bytes_ - bytes_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a host buffer of ", size, " bytes would take this session's staged host buffers past ",
         max_bytes_, " bytes (--session_max_host_buffer_bytes; ", bytes_, " held)"));
   }
-  if (budget_ != nullptr) return budget_->Fits(size);
   return absl::OkStatus();
+}
+
+absl::Status HostBufferStore::Admit(int64_t size) const {
+  SY_RETURN_IF_ERROR(AdmitHere(size));
+  return budget_ == nullptr ? absl::OkStatus() : budget_->Fits(size);
 }
 
 absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
   const int64_t size = buffer->size();
-  SY_RETURN_IF_ERROR(Admit(size));
+  SY_RETURN_IF_ERROR(AdmitHere(size));  // the budget's own check is in its Take
   if (buffers_.count(handle) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
   }

@@ -146,6 +146,8 @@ class HostBufferStore {
  private:
   absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Whether `size` more fits this session's bound (and, for Admit, the budget now).
+  absl::Status AdmitHere(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status Admit(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int64_t max_bytes_;
