@@ -96,6 +96,20 @@ inline constexpr int64_t kSessionLaunchesInFlightMax = 4 * kLaunchWindow;
 // them, each as long as a program takes), so the bound is generous; a stream that ends
 // stops the wait at once.
 inline constexpr int64_t kGangTurnMs = 10 * 60 * 1000;
+// The RM keeps a host's gang numbers until the host reports it passed them (heartbeats):
+// at most this many per host, for hosts that never report (rm/gang_numbers.h). Far more
+// than a host can have waiting (its lanes' launches in flight).
+inline constexpr int64_t kGangNumbersPerHostMax = 1 << 16;
+// A worker waiting this long for the RM's gang number before its own asks the RM which
+// of the numbers before it will never come (GangVoids), and again as often while it waits.
+inline constexpr int64_t kGangGapAskMs = 1000;
+// The numbers one GangVoids asks about; a worker waits for fewer than a lane's window.
+inline constexpr int64_t kGangVoidsQueryMax = 4096;
+// A proxy waits this long for the RM to number a multi-host launch; past it (or once
+// refused) it numbers its launches itself for kGangFallbackMs, as before there was an
+// RM order (ordered within the proxy, not across proxies).
+inline constexpr int64_t kGangNumberTimeoutMs = 2000;
+inline constexpr int64_t kGangFallbackMs = 5000;
 // A request naming a client's host buffer waits this long for its upload to begin (the
 // client starts the upload before it sends the request, so it is there within moments
 // unless it never comes): past it, NOT_FOUND, and the session goes on to its next request.

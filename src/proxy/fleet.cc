@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/grpc_server.h"
@@ -21,6 +22,7 @@ constexpr absl::Duration kProbePeriod = absl::Milliseconds(250);
 
 Fleet::Fleet(std::string rm_address, WorkerConnection::HostCallbackSink host_callbacks)
     : rm_address_(std::move(rm_address)),
+      proxy_id_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
       host_callbacks_(std::move(host_callbacks)),
       rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
   watcher_ = std::thread([this] {
@@ -68,7 +70,9 @@ void Fleet::WatchLoop() {
       if (stop_.HasBeenNotified()) return;
       watch_context_ = context;
     }
-    auto reader = rm_->WatchFleet(context.get(), WatchFleetRequest());
+    WatchFleetRequest request;
+    request.set_proxy(proxy_id_);
+    auto reader = rm_->WatchFleet(context.get(), request);
     switchyard::Fleet fleet;
     bool got = false;
     while (reader->Read(&fleet)) {
@@ -93,6 +97,73 @@ void Fleet::WatchLoop() {
     }
     if (stop_.WaitForNotificationWithTimeout(backoff)) return;
     backoff = std::min(backoff * 2, kWatchBackoffMax);
+  }
+}
+
+absl::StatusOr<GangNumbers> Fleet::NumberGang(uint64_t session, const std::vector<HostKey>& hosts) {
+  {
+    absl::MutexLock lock(&gang_mutex_);
+    if (absl::Now() < gang_fallback_until_) {
+      return absl::UnavailableError("the resource manager did not number the last gang");
+    }
+  }
+  NumberGangRequest request;
+  request.set_proxy(proxy_id_);
+  request.set_session(session);
+  for (const auto& [slice, host] : hosts) {
+    HostRef* ref = request.add_hosts();
+    ref->set_slice_index(slice);
+    ref->set_host_index(host);
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::milliseconds(limits::kGangNumberTimeoutMs));
+  NumberGangResponse response;
+  absl::Status status = FromGrpcStatus(rm_->NumberGang(&context, request, &response));
+  if (status.ok() &&
+      (response.sequencer() == 0 || response.numbers_size() != static_cast<int>(hosts.size()))) {
+    status = absl::InternalError("the resource manager's gang numbers do not match the hosts");
+  }
+  absl::MutexLock lock(&gang_mutex_);
+  if (!status.ok()) {
+    // Until then this proxy orders its own multi-host launches, not others' with them.
+    if (absl::Now() >= gang_fallback_until_) {
+      SY_LOG(Warning) << "the resource manager at " << rm_address_
+                      << " did not number a multi-host launch (" << status
+                      << "): this proxy orders its own for the next "
+                      << limits::kGangFallbackMs / 1000
+                      << " s, not with other proxies' launches on the same hosts";
+    }
+    gang_fallback_until_ = absl::Now() + absl::Milliseconds(limits::kGangFallbackMs);
+    return status;
+  }
+  return GangNumbers{response.sequencer(),
+                     {response.numbers().begin(), response.numbers().end()},
+                     response.launch_id()};
+}
+
+void Fleet::VoidGangs(uint64_t session, const std::vector<HostKey>& hosts,
+                      const GangNumbers* gang) {
+  VoidGangsRequest request;
+  request.set_proxy(proxy_id_);
+  request.set_session(session);
+  request.set_session_ended(gang == nullptr);
+  if (gang != nullptr) {
+    for (size_t i = 0; i < hosts.size() && i < gang->numbers.size(); ++i) {
+      HostRef* ref = request.add_hosts();
+      ref->set_slice_index(hosts[i].first);
+      ref->set_host_index(hosts[i].second);
+      request.add_numbers(gang->numbers[i]);
+    }
+  }
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  VoidGangsResponse response;
+  absl::Status status = FromGrpcStatus(rm_->VoidGangs(&context, request, &response));
+  if (!status.ok()) {
+    // The RM voids them anyway once this proxy's watch ends; until then hosts may wait.
+    SY_LOG(Warning) << "cannot tell the resource manager that gang numbers of session " << session
+                    << " will not come (" << status << "): its hosts may wait for them";
   }
 }
 

@@ -26,6 +26,13 @@ namespace switchyard::proxy {
 
 using HostKey = std::pair<int, int>;  // (slice_index, host_index)
 
+// The resource manager's numbers for one multi-host launch (rm/gang_numbers.h).
+struct GangNumbers {
+  uint64_t sequencer = 0;
+  std::vector<uint64_t> numbers;  // one per host, in the order asked
+  int32_t launch_id = 0;
+};
+
 struct DeviceEntry {
   DeviceInfo info;  // global id, slice, host, local ordinal, kind, memories
   PluginInfo plugin;
@@ -48,6 +55,17 @@ class Fleet {
   // it, and no two such launches in this proxy share one.
   int32_t NextLaunchId();
   const std::string& rm_address() const { return rm_address_; }
+  // Numbers a launch of `session` spanning `hosts` in the RM's gang order, which every
+  // proxy's multi-host launches share. UNAVAILABLE or FAILED_PRECONDITION when the RM
+  // cannot (unreachable, an older RM, no watch open): the caller numbers it itself. After
+  // such an answer the RM is not asked again for kGangFallbackMs. Blocks up to
+  // kGangNumberTimeoutMs.
+  absl::StatusOr<GangNumbers> NumberGang(uint64_t session, const std::vector<HostKey>& hosts)
+      ABSL_LOCKS_EXCLUDED(gang_mutex_);
+  // `gang`'s numbers will never reach `hosts` (its launch was not sent), or, with
+  // `gang` null, `session` ended: its numbers no host has passed are void, so that hosts
+  // do not wait for them. Blocks up to a second.
+  void VoidGangs(uint64_t session, const std::vector<HostKey>& hosts, const GangNumbers* gang);
   // `tenant`'s share of device time where sessions share slices (the RM's
   // --tenant_shares; 1 for a tenant it does not name).
   double TenantShare(const std::string& tenant) const ABSL_LOCKS_EXCLUDED(shares_mutex_);
@@ -61,7 +79,10 @@ class Fleet {
   std::vector<WorkerConnection*> Connections() const ABSL_LOCKS_EXCLUDED(mutex_);
 
   const std::string rm_address_;
+  const uint64_t proxy_id_;  // random: names this proxy's gang numbers on the RM
   const WorkerConnection::HostCallbackSink host_callbacks_;
+  absl::Mutex gang_mutex_;
+  absl::Time gang_fallback_until_ ABSL_GUARDED_BY(gang_mutex_) = absl::InfinitePast();
   std::unique_ptr<ResourceManager::Stub> rm_;
   mutable absl::Mutex mutex_;
   bool have_view_ ABSL_GUARDED_BY(mutex_) = false;

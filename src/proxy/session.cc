@@ -100,6 +100,9 @@ Session::~Session() {
     }
     worker->CloseLane(id_, kEndFlushTimeout);
   }
+  // What its lanes did not carry to the hosts never will: other sessions' launches on
+  // those hosts need not wait for them.
+  if (rm_gangs_) fleet_->VoidGangs(id_, {}, nullptr);
 }
 
 absl::Status Session::Health() const {

@@ -247,6 +247,10 @@ class Session {
   // Sends the parts (several as one step) within the session's budget of launches in
   // flight; one that cannot go makes the outputs lost.
   absl::Status SendLaunch(const Executable& executable, LaunchPlan* plan);
+  // Numbers a multi-host launch's parts in the RM's gang order, where every host takes
+  // it and the RM answers (else the worker connections number them in this proxy's):
+  // the numbers, to void if the launch is not sent.
+  std::optional<GangNumbers> NumberGang(const Executable& executable, LaunchPlan* plan);
   // The launch's output arrays, their shards in the program's device order.
   static std::vector<std::shared_ptr<Array>> LaunchOutputs(const Executable& executable,
                                                            const LaunchPlan& plan);
@@ -359,6 +363,8 @@ class Session {
   std::shared_ptr<ResponseSink> sink_;
   std::map<int64_t, DeviceEntry> devices_;  // this session's devices, from Init
   std::vector<WorkerConnection*> workers_;  // their workers
+  // Some multi-host launch had the RM's gang numbers: the session's end voids the rest.
+  bool rm_gangs_ = false;
   ArrayTable arrays_;
   // Compiles finishing off the session thread add to it.
   mutable absl::Mutex executables_mutex_;

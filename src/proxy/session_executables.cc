@@ -636,6 +636,7 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
     launches[p].set_answer_when_computed(true);
   }
   if (lost.ok() && launches.size() > 1) {
+    const std::optional<GangNumbers> gang = NumberGang(executable, plan);
     std::vector<WorkerConnection::Part> parts;
     for (size_t p = 0; p < launches.size(); ++p) {
       // In the epoch the part and its arguments were checked in.
@@ -648,6 +649,14 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
       plan->tickets = *std::move(sent);
     } else {
       lost = sent.status();
+      // No part went (a host is down): its peers must not wait for these numbers.
+      if (gang.has_value()) {
+        std::vector<HostKey> hosts;
+        for (const auto& part : executable.parts) {
+          hosts.emplace_back(part.worker->slice_index(), part.worker->host_index());
+        }
+        fleet_->VoidGangs(id_, hosts, &*gang);
+      }
     }
   } else if (lost.ok()) {
     absl::StatusOr<WorkerConnection::Ticket> sent = executable.parts[0].worker->Send(
@@ -662,6 +671,25 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
   if (budgeted && !lost.ok()) launches_->Release();
   if (!lost.ok() && !absl::IsDataLoss(lost)) return lost;
   return absl::OkStatus();
+}
+
+std::optional<GangNumbers> Session::NumberGang(const Executable& executable, LaunchPlan* plan) {
+  std::vector<HostKey> hosts;
+  for (const auto& part : executable.parts) {
+    if (!part.worker->TakesRmGangs()) return std::nullopt;
+    hosts.emplace_back(part.worker->slice_index(), part.worker->host_index());
+  }
+  absl::StatusOr<GangNumbers> gang = fleet_->NumberGang(id_, hosts);
+  if (!gang.ok()) return std::nullopt;  // logged by the fleet
+  rm_gangs_ = true;
+  for (size_t p = 0; p < plan->launches.size(); ++p) {
+    ExecuteRequest* launch = plan->launches[p].mutable_execute();
+    launch->set_gang(gang->numbers[p]);
+    launch->set_gang_sequencer(gang->sequencer);
+    // Unique among every proxy's launches, which may now run on the same hosts.
+    launch->set_launch_id(gang->launch_id);
+  }
+  return *std::move(gang);
 }
 
 std::vector<std::shared_ptr<Array>> Session::LaunchOutputs(const Executable& executable,

@@ -91,6 +91,11 @@ bool WorkerConnection::PullsPuts() const {
          puts_unreachable_at_ != address_;
 }
 
+bool WorkerConnection::TakesRmGangs() const {
+  absl::MutexLock lock(&mutex_);
+  return view_.protocol_version >= WORKER_PROTOCOL_RM_GANGS && view_.address == address_;
+}
+
 bool WorkerConnection::MarkPutsUnreachable() {
   absl::MutexLock lock(&mutex_);
   if (puts_unreachable_at_ == address_) return false;
@@ -434,6 +439,8 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   // host's later multi-host launches), while every host's write lock is held: the same
   // order on each.
   for (size_t i = 0; i < parts.size() && down.ok(); ++i) {
+    // Numbered by the resource manager already (its order spans proxies).
+    if (parts[i].op.has_execute() && parts[i].op.execute().gang_sequencer() != 0) continue;
     if (lanes[i]->numbers_gangs && parts[i].op.has_execute()) {
       parts[i].op.mutable_execute()->set_gang(parts[i].worker->NextGangLocked(lanes[i]->epoch));
     }

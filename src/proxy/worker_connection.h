@@ -18,7 +18,8 @@
 // the worker divides its devices between them by their shares. On a lane, launches,
 // transfers and deletions are written in the order they are issued and run on the
 // worker in that order, without a round trip each. Multi-host launches are numbered
-// across lanes (ExecuteRequest.gang), so every host starts them in one order. A
+// across lanes (ExecuteRequest.gang), so every host starts them in one order: by the
+// resource manager, across proxies, where every host takes its numbers; else here. A
 // worker that does not take lanes (WORKER_PROTOCOL_LANES) gets every lane's operations
 // on one stream, as before.
 // Thread-safe.
@@ -105,6 +106,9 @@ class WorkerConnection {
   bool PullsPuts() const ABSL_LOCKS_EXCLUDED(mutex_);
   // The worker could not reach the proxy's plane; true the first time (to log once).
   bool MarkPutsUnreachable() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether the worker orders multi-host launches by the RM's numbers
+  // (WORKER_PROTOCOL_RM_GANGS): if every host of a launch does, the RM numbers it.
+  bool TakesRmGangs() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
   // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
   // waits on it, once its stream is cancelled.

@@ -287,6 +287,13 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
   return status;
 }
 
+std::optional<std::pair<int, int>> Membership::HostOf(uint64_t incarnation) const {
+  for (const auto& [key, host] : hosts_) {
+    if (host.incarnation == incarnation) return key;
+  }
+  return std::nullopt;
+}
+
 Fleet Membership::Snapshot(absl::Time now) {
   Observe(now);
   Fleet fleet;

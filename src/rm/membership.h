@@ -106,6 +106,12 @@ class Membership {
 
   Fleet Snapshot(absl::Time now);
   uint64_t version() const { return version_; }
+  // The (slice, host) registered as `incarnation`, if it still is.
+  std::optional<std::pair<int, int>> HostOf(uint64_t incarnation) const;
+  // Whether (slice, host) is listed, up or down.
+  bool Lists(int slice_index, int host_index) const {
+    return hosts_.contains({slice_index, host_index});
+  }
 
   // What must survive an RM restart: the ids handed out and the hosts known.
   RmState Export() const;

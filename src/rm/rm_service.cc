@@ -1,5 +1,7 @@
 #include "rm/rm_service.h"
 
+#include <algorithm>
+
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_join.h"
 #include "common/files.h"
@@ -31,7 +33,9 @@ RmService::RmService(const Clock* clock, absl::Duration heartbeat_period, Member
       heartbeat_period_(heartbeat_period),
       state_file_(std::move(state_file)),
       membership_(options),
-      leases_(std::move(lease_options)) {}
+      leases_(std::move(lease_options)),
+      gangs_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX),
+             limits::kGangNumbersPerHostMax) {}
 
 RmService::~RmService() { Stop(); }
 
@@ -174,6 +178,11 @@ absl::StatusOr<RegisterWorkerResponse> RmService::Register(const RegisterWorkerR
   *holder = absl::IsAlreadyExists(result.status())
                 ? membership_.Holder(request.slice_index(), request.host_index(), clock_->Now())
                 : std::nullopt;
+  if (result.ok()) {
+    // A new registration may be a new process: what it will be given starts here.
+    result->set_gang_sequencer(gangs_.sequencer());
+    result->set_gang_first(gangs_.Restarted({request.slice_index(), request.host_index()}));
+  }
   return result;
 }
 
@@ -218,10 +227,12 @@ grpc::Status RmService::RegisterWorker(grpc::ServerContext* context,
 std::string RmService::RenderMetrics() {
   Fleet fleet;
   LeaseTable leases;
+  size_t gang_numbers = 0;
   {
     absl::MutexLock lock(&mutex_);
     fleet = membership_.Snapshot(clock_->Now());
     leases = leases_.Snapshot(clock_->Now());
+    gang_numbers = gangs_.kept();
   }
   int healthy = 0, unhealthy = 0, devices = 0, healthy_slices = 0;
   for (const SliceStatus& slice : fleet.slices()) {
@@ -234,6 +245,8 @@ std::string RmService::RenderMetrics() {
   MetricsText text;
   text.Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", healthy,
            "state=\"healthy\"")
+      .Add("switchyard_rm_gang_numbers", "gauge",
+           "Gang numbers given that their hosts have not passed yet.", gang_numbers)
       .Add("switchyard_rm_hosts", "gauge", "Registered hosts by health.", unhealthy,
            "state=\"unhealthy\"")
       .Add("switchyard_rm_slices", "gauge", "Slices whose hosts are all healthy.", healthy_slices)
@@ -310,7 +323,12 @@ grpc::Status RmService::Heartbeat(grpc::ServerContext* context, const HeartbeatR
                                   HeartbeatResponse* response) {
   RecordWire("rm_heartbeat", *request);
   absl::MutexLock lock(&mutex_);
-  return ToGrpcStatus(membership_.Heartbeat(request->incarnation(), clock_->Now(), *request));
+  absl::Status status = membership_.Heartbeat(request->incarnation(), clock_->Now(), *request);
+  if (status.ok() && request->gang_sequencer() == gangs_.sequencer()) {
+    std::optional<std::pair<int, int>> host = membership_.HostOf(request->incarnation());
+    if (host.has_value()) gangs_.Passed(*host, request->gang_passed());
+  }
+  return ToGrpcStatus(status);
 }
 
 Fleet RmService::FleetLocked() {
@@ -336,10 +354,15 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
           absl::StrCat(watchers_, " fleet watches are open, the limit")));
     }
     ++watchers_;
+    if (request->proxy() != 0) ++watching_proxies_[request->proxy()];
   }
-  absl::Cleanup unwatch = [this] {
+  absl::Cleanup unwatch = [this, proxy = request->proxy()] {
     absl::MutexLock lock(&mutex_);
     --watchers_;
+    if (proxy != 0 && --watching_proxies_[proxy] == 0) {
+      watching_proxies_.erase(proxy);
+      gangs_.ProxyGone(proxy);
+    }
   };
   uint64_t sent = 0;
   while (true) {
@@ -358,6 +381,80 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
     }
     if (!writer->Write(fleet)) return grpc::Status::OK;
   }
+}
+
+grpc::Status RmService::NumberGang(grpc::ServerContext* context, const NumberGangRequest* request,
+                                   NumberGangResponse* response) {
+  RecordWire("rm_number_gang", *request);
+  if (request->hosts_size() < 1 || request->hosts_size() > limits::kHostsMax) {
+    return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat(
+        "a gang spans 1 to ", limits::kHostsMax, " hosts, not ", request->hosts_size())));
+  }
+  std::vector<GangNumbers::HostKey> hosts;
+  for (const HostRef& host : request->hosts())
+    hosts.emplace_back(host.slice_index(), host.host_index());
+  std::vector<GangNumbers::HostKey> sorted = hosts;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("a gang names a host twice"));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (!watching_proxies_.contains(request->proxy())) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "proxy ", request->proxy(), " has no fleet watch open on this resource manager")));
+  }
+  for (const auto& [slice, host] : hosts) {
+    if (!membership_.Lists(slice, host)) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("slice ", slice, " host ", host, " is not in the fleet")));
+    }
+  }
+  response->set_sequencer(gangs_.sequencer());
+  for (uint64_t number : gangs_.Number(request->proxy(), request->session(), hosts)) {
+    response->add_numbers(number);
+  }
+  response->set_launch_id(gangs_.NextLaunchId());
+  return grpc::Status::OK;
+}
+
+grpc::Status RmService::VoidGangs(grpc::ServerContext* context, const VoidGangsRequest* request,
+                                  VoidGangsResponse* response) {
+  RecordWire("rm_void_gangs", *request);
+  if (request->hosts_size() != request->numbers_size() ||
+      request->hosts_size() > limits::kHostsMax) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("a void names ", request->hosts_size(), " hosts and ", request->numbers_size(),
+                     " numbers (one each, at most ", limits::kHostsMax, ")")));
+  }
+  absl::MutexLock lock(&mutex_);
+  for (int i = 0; i < request->hosts_size(); ++i) {
+    const HostRef& host = request->hosts(i);
+    gangs_.Void({host.slice_index(), host.host_index()}, request->numbers(i), request->proxy(),
+                request->session());
+  }
+  if (request->session_ended()) gangs_.SessionEnded(request->proxy(), request->session());
+  return grpc::Status::OK;
+}
+
+grpc::Status RmService::GangVoids(grpc::ServerContext* context, const GangVoidsRequest* request,
+                                  GangVoidsResponse* response) {
+  RecordWire("rm_gang_voids", *request);
+  if (request->first() > request->last() ||
+      request->last() - request->first() >= static_cast<uint64_t>(limits::kGangVoidsQueryMax)) {
+    return ToGrpcStatus(absl::InvalidArgumentError(
+        absl::StrCat("ask about 1 to ", limits::kGangVoidsQueryMax, " gang numbers, not ",
+                     request->first(), "..", request->last())));
+  }
+  absl::MutexLock lock(&mutex_);
+  if (request->sequencer() != gangs_.sequencer()) {
+    response->set_unknown_sequencer(true);
+    return grpc::Status::OK;
+  }
+  for (uint64_t number : gangs_.Voids({request->slice_index(), request->host_index()},
+                                      request->first(), request->last())) {
+    response->add_voids(number);
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status RmService::KeyValuePut(grpc::ServerContext* context, const KeyValuePutRequest* request,

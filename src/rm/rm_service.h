@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/clock.h"
+#include "rm/gang_numbers.h"
 #include "rm/kv_store.h"
 #include "rm/leases.h"
 #include "rm/membership.h"
@@ -52,6 +53,12 @@ class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod
                      grpc::ServerWriter<LeaseEvent>* writer) override;
   grpc::Status GetLeases(grpc::ServerContext* context, const GetLeasesRequest* request,
                          LeaseTable* response) override;
+  grpc::Status NumberGang(grpc::ServerContext* context, const NumberGangRequest* request,
+                          NumberGangResponse* response) override;
+  grpc::Status VoidGangs(grpc::ServerContext* context, const VoidGangsRequest* request,
+                         VoidGangsResponse* response) override;
+  grpc::Status GangVoids(grpc::ServerContext* context, const GangVoidsRequest* request,
+                         GangVoidsResponse* response) override;
 
   // Ends the watches and joins the sweeper thread. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -91,6 +98,10 @@ class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod
   absl::BitGen random_ ABSL_GUARDED_BY(mutex_);
   bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   int64_t watchers_ ABSL_GUARDED_BY(mutex_) = 0;
+  // Proxies with a fleet watch open (WatchFleetRequest.proxy) -> how many: their gang
+  // numbers are void once the count falls to 0.
+  std::map<uint64_t, int> watching_proxies_ ABSL_GUARDED_BY(mutex_);
+  GangNumbers gangs_ ABSL_GUARDED_BY(mutex_);
   absl::Mutex save_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   std::string saved_ ABSL_GUARDED_BY(save_mutex_);  // what the file holds
   KvStore kv_;

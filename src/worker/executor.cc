@@ -270,14 +270,20 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
 absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
                                std::shared_ptr<HostCallbacks::Stream> stream,
                                const std::function<bool()>& cancelled) {
-  absl::Status status = AwaitGangTurn(owner, request.gang(), cancelled);
+  // The RM's numbering orders every proxy's launches; a proxy's own, only its.
+  const uint64_t numbering = request.gang_sequencer() != 0 ? request.gang_sequencer() : owner;
+  absl::Status status = AwaitGangTurn(numbering, request, cancelled);
   if (status.ok()) {
     status = Guarded("Execute", [&] { return Launch(request, owner, std::move(stream)); });
   }
   if (request.gang() != 0) {
-    // Handed over or failed: the owner's next multi-host launch may go.
+    // Handed over or failed: the numbering's next multi-host launch may go.
     absl::MutexLock lock(&gate_->mutex);
-    gate_->gangs.Passed(owner, request.gang());
+    if (absl::IsDeadlineExceeded(status)) {
+      gate_->gangs.PassThrough(numbering, request.gang());
+    } else {
+      gate_->gangs.Passed(numbering, request.gang());
+    }
   }
   if (!status.ok()) {
     // Whoever waits for the outputs learns why they will not come.
@@ -290,26 +296,81 @@ absl::Status Executor::Execute(const ExecuteRequest& request, uint64_t owner,
   return status;
 }
 
-absl::Status Executor::AwaitGangTurn(uint64_t owner, uint64_t gang,
-                                     const std::function<bool()>& cancelled) {
-  if (gang == 0) return absl::OkStatus();
-  const absl::Time deadline = absl::Now() + absl::Milliseconds(limits::kGangTurnMs);
+std::pair<uint64_t, uint64_t> Executor::GangPassed() const {
   absl::MutexLock lock(&gate_->mutex);
-  auto turn = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_->mutex) {
-    return gate_->gangs.MayGo(owner, gang);
-  };
-  while (!gate_->mutex.AwaitWithTimeout(absl::Condition(&turn), absl::Milliseconds(100))) {
-    if (cancelled != nullptr && cancelled()) {
-      return absl::CancelledError("the operation stream that carried the launch ended");
+  const uint64_t sequencer = gate_->latest_sequencer;
+  if (sequencer == 0) return {0, 0};
+  return {sequencer, gate_->gangs.Next(sequencer) - 1};
+}
+
+void Executor::StartGangs(uint64_t sequencer, uint64_t first) {
+  absl::MutexLock lock(&gate_->mutex);
+  gate_->latest_sequencer = sequencer;
+  if (first > 1) gate_->gangs.PassThrough(sequencer, first - 1);
+}
+
+absl::Status Executor::AwaitGangTurn(uint64_t numbering, const ExecuteRequest& request,
+                                     const std::function<bool()>& cancelled) {
+  const uint64_t gang = request.gang();
+  if (gang == 0) return absl::OkStatus();
+  const uint64_t sequencer = request.gang_sequencer();
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = start + absl::Milliseconds(limits::kGangTurnMs);
+  absl::Time ask_at = start + absl::Milliseconds(limits::kGangGapAskMs);
+  const bool asks = sequencer != 0 && gang_voids_ != nullptr;
+  while (true) {
+    {
+      absl::MutexLock lock(&gate_->mutex);
+      // A new RM process numbers from 1 again: the old numbering's waits are its own.
+      if (sequencer != 0) gate_->latest_sequencer = sequencer;
+      auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(gate_->mutex) {
+        return gate_->gangs.MayGo(numbering, gang) || gate_->gangs.Late(numbering, gang);
+      };
+      while (!gate_->mutex.AwaitWithTimeout(absl::Condition(&settled), absl::Milliseconds(100))) {
+        if (cancelled != nullptr && cancelled()) {
+          return absl::CancelledError("the operation stream that carried the launch ended");
+        }
+        const absl::Time now = absl::Now();
+        if (now >= deadline) {
+          // Passed all the same (by the caller), so that the numbering's later launches go.
+          return absl::DeadlineExceededError(absl::StrCat(
+              "multi-host launch ", gang, " waited ", limits::kGangTurnMs / 1000, " s for launch ",
+              gate_->gangs.Next(numbering), ", which must start first on every host"));
+        }
+        if (asks && now >= ask_at) break;
+      }
+      if (settled()) {
+        if (!gate_->gangs.Late(numbering, gang)) return absl::OkStatus();
+        return absl::FailedPreconditionError(absl::StrCat(
+            "multi-host launch ", gang,
+            " came after its turn: its session or proxy ended, or "
+            "the launches after it gave up waiting for it, so it cannot start in the same "
+            "order on every host"));
+      }
     }
-    if (absl::Now() >= deadline) {
-      // Passed all the same (by the caller), so that the owner's later launches go.
-      return absl::DeadlineExceededError(absl::StrCat(
-          "multi-host launch ", gang, " of its proxy waited ", limits::kGangTurnMs / 1000,
-          " s for launch ", gate_->gangs.Next(owner), ", which must start first on every host"));
-    }
+    PassGangVoids(sequencer, gang);  // not under the lock: it asks the RM
+    ask_at = absl::Now() + absl::Milliseconds(limits::kGangGapAskMs);
   }
-  return absl::OkStatus();
+}
+
+void Executor::PassGangVoids(uint64_t sequencer, uint64_t gang) {
+  uint64_t first;
+  {
+    absl::MutexLock lock(&gate_->mutex);
+    first = gate_->gangs.Next(sequencer);
+  }
+  if (first >= gang) return;
+  const uint64_t last = std::min(gang - 1, first + limits::kGangVoidsQueryMax - 1);
+  absl::StatusOr<std::vector<uint64_t>> voids = gang_voids_(sequencer, first, last);
+  if (!voids.ok()) {
+    SY_LOG(Warning) << "cannot ask the resource manager about gang numbers " << first << ".."
+                    << last << " (launch " << gang << " waits for them): " << voids.status();
+    return;
+  }
+  absl::MutexLock lock(&gate_->mutex);
+  for (uint64_t number : *voids) {
+    if (number >= first && number <= last) gate_->gangs.Passed(sequencer, number);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<pjrt::Buffer>> Executor::Relayout(

@@ -56,6 +56,20 @@ class Executor {
   // message with `hint`: how to give this worker the kernels. Call before the first compile.
   void ExplainMissingKernels(std::string hint) { missing_kernels_hint_ = std::move(hint); }
 
+  // Of the resource manager's gang numbers `first`..`last` of `sequencer`, those that
+  // will never come (Rm's GangVoids; all of them for a sequencer it does not give).
+  using GangVoids = std::function<absl::StatusOr<std::vector<uint64_t>>(
+      uint64_t sequencer, uint64_t first, uint64_t last)>;
+  // A launch waiting for an RM number before its own asks `ask` every kGangGapAskMs.
+  // Call before the first launch. Unset: it waits (up to kGangTurnMs).
+  void AskGangVoids(GangVoids ask) { gang_voids_ = std::move(ask); }
+  // The RM numbering of the latest numbered launch, and the number up to which all of
+  // its numbers passed here (0, 0: none), for the RM to forget them.
+  std::pair<uint64_t, uint64_t> GangPassed() const ABSL_LOCKS_EXCLUDED(gate_->mutex);
+  // The RM (re)registered this worker: of its numbering `sequencer`, this host's launches
+  // start at `first` (those before were its previous process's, or void).
+  void StartGangs(uint64_t sequencer, uint64_t first) ABSL_LOCKS_EXCLUDED(gate_->mutex);
+
   // INVALID_ARGUMENT for bad options or devices that are not ours, and for
   // programs the plugin rejects; ALREADY_EXISTS for an executable id in use.
   // What `owner` makes here is freed by `DeleteOwned(owner)` (0: nobody in particular).
@@ -120,8 +134,13 @@ class Executor {
   // Stores what the launch made under the request's output ids; the first error.
   absl::Status StoreOutputs(const ExecuteRequest& request, const pjrt::Executable& executable,
                             uint64_t owner, pjrt::Launch& launch);
-  // Waits until `owner`'s multi-host launch `gang` may go (GangOrder).
-  absl::Status AwaitGangTurn(uint64_t owner, uint64_t gang, const std::function<bool()>& cancelled);
+  // Waits until the request's multi-host launch may go in its numbering (GangOrder):
+  // FAILED_PRECONDITION if its number's turn went by (void), DEADLINE_EXCEEDED past
+  // kGangTurnMs, CANCELLED once `cancelled()`.
+  absl::Status AwaitGangTurn(uint64_t numbering, const ExecuteRequest& request,
+                             const std::function<bool()>& cancelled);
+  // Passes the numbers before `gang` that the RM says will never come.
+  void PassGangVoids(uint64_t sequencer, uint64_t gang) ABSL_LOCKS_EXCLUDED(gate_->mutex);
   // Rewrites the device assignment from global ids to the plugin's ids, and takes out
   // the client's host-callback key (empty: none).
   absl::StatusOr<std::string> LocalCompileOptions(const CompileRequest& request,
@@ -157,6 +176,7 @@ class Executor {
     absl::Mutex mutex;
     LaunchGate launches ABSL_GUARDED_BY(mutex);
     GangOrder gangs ABSL_GUARDED_BY(mutex);
+    uint64_t latest_sequencer ABSL_GUARDED_BY(mutex) = 0;    // the RM's, of the latest launch
     std::deque<RecentLaunch> recent ABSL_GUARDED_BY(mutex);  // newest first
   };
   // A launch handed to the plugin is done (all its devices) once this is destroyed,
@@ -178,6 +198,7 @@ class Executor {
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
   std::string missing_kernels_hint_;
+  GangVoids gang_voids_;
   const std::shared_ptr<Gate> gate_;
   using OwnedSession = std::pair<uint64_t, uint64_t>;  // owner, session
   std::deque<OwnedSession> cancelled_order_ ABSL_GUARDED_BY(mutex_);

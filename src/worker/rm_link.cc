@@ -8,6 +8,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/machine_memory.h"
+#include "common/status_macros.h"
 #include "common/thread_name.h"
 
 namespace switchyard::worker {
@@ -26,15 +27,40 @@ void SetDeadline(grpc::ClientContext* context) {
 
 }  // namespace
 
+std::function<absl::StatusOr<std::vector<uint64_t>>(uint64_t, uint64_t, uint64_t)> GangVoidsAsker(
+    const std::string& rm_address, int slice_index, int host_index) {
+  std::shared_ptr<ResourceManager::Stub> stub = ResourceManager::NewStub(CreateChannel(rm_address));
+  return [stub, slice_index, host_index](uint64_t sequencer, uint64_t first,
+                                         uint64_t last) -> absl::StatusOr<std::vector<uint64_t>> {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    GangVoidsRequest request;
+    request.set_slice_index(slice_index);
+    request.set_host_index(host_index);
+    request.set_sequencer(sequencer);
+    request.set_first(first);
+    request.set_last(last);
+    GangVoidsResponse response;
+    SY_RETURN_IF_ERROR(FromGrpcStatus(stub->GangVoids(&context, request, &response)));
+    std::vector<uint64_t> voids;
+    if (response.unknown_sequencer()) {
+      for (uint64_t number = first; number <= last; ++number) voids.push_back(number);
+    } else {
+      voids.assign(response.voids().begin(), response.voids().end());
+    }
+    return voids;
+  };
+}
+
 RmLink::RmLink(std::string rm_address, RegisterWorkerRequest request, DeviceMap* devices,
                absl::Duration register_timeout, std::function<void(absl::Status)> on_fatal,
-               std::function<int64_t()> buffer_bytes)
+               Reports reports)
     : rm_address_(std::move(rm_address)),
       request_(std::move(request)),
       devices_(devices),
       register_timeout_(register_timeout),
       on_fatal_(std::move(on_fatal)),
-      buffer_bytes_(std::move(buffer_bytes)),
+      reports_(std::move(reports)),
       stub_(ResourceManager::NewStub(CreateChannel(rm_address_))),
       heartbeat_period_(absl::Milliseconds(limits::kHeartbeatPeriodMs)) {}
 
@@ -71,6 +97,9 @@ absl::Status RmLink::RegisterWithBackoff() {
         heartbeat_period_ = absl::Milliseconds(response.heartbeat_period_ms());
       }
       devices_->SetGlobalIds({response.devices().begin(), response.devices().end()});
+      if (reports_.gang_start != nullptr && response.gang_sequencer() != 0) {
+        reports_.gang_start(response.gang_sequencer(), response.gang_first());
+      }
       std::vector<int64_t> ids;
       for (const DeviceInfo& device : response.devices()) ids.push_back(device.global_id());
       SY_LOG(Info) << "registered with the resource manager at " << rm_address_ << " as slice "
@@ -122,7 +151,12 @@ void RmLink::Run() {
       HeartbeatRequest request;
       request.set_incarnation(incarnation_);
       request.set_resident_bytes(ResidentBytes());
-      if (buffer_bytes_ != nullptr) request.set_buffer_bytes(buffer_bytes_());
+      if (reports_.buffer_bytes != nullptr) request.set_buffer_bytes(reports_.buffer_bytes());
+      if (reports_.gang_passed != nullptr) {
+        auto [sequencer, passed] = reports_.gang_passed();
+        request.set_gang_sequencer(sequencer);
+        request.set_gang_passed(passed);
+      }
       HeartbeatResponse response;
       const absl::Time sent = absl::Now();
       absl::Status status = FromGrpcStatus(stub_->Heartbeat(&context, request, &response));

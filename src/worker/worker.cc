@@ -227,6 +227,8 @@ class WorkerServerImpl final : public WorkerServer {
     absl::BitGen random;
     identity.boot_id = absl::StrCat(absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16),
                                     absl::Hex(absl::Uniform<uint64_t>(random), absl::kZeroPad16));
+    executor_->AskGangVoids(
+        GangVoidsAsker(options.resource_manager_address, options.slice_index, options.host_index));
     service_ = std::make_unique<WorkerService>(
         identity, client_.get(), devices_.get(), buffers_.get(), executor_.get(), transfers_.get(),
         &progress_, callbacks_.get(), storage_.get(), colocated_.get());
@@ -257,8 +259,17 @@ class WorkerServerImpl final : public WorkerServer {
                  << plugin->info().api_minor << ", StableHLO "
                  << plugin->info().stablehlo_current_version << ")";
 
+    StartRmLink(options, identity);
+    SY_ASSIGN_OR_RETURN(metrics_,
+                        MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,
+                                                      [this] { return RenderMetrics(); }));
+    return absl::OkStatus();
+  }
+
+  // Registers with the resource manager and keeps it told (heartbeats), on its thread.
+  void StartRmLink(const WorkerOptions& options, const WorkerIdentity& identity) {
     RegisterWorkerRequest request;
-    request.set_protocol_version(WORKER_PROTOCOL_LANES);
+    request.set_protocol_version(WORKER_PROTOCOL_RM_GANGS);
     request.set_address(address_);
     request.set_slice_index(options.slice_index);
     request.set_host_index(options.host_index);
@@ -270,12 +281,12 @@ class WorkerServerImpl final : public WorkerServer {
     rm_link_ = std::make_unique<RmLink>(
         options.resource_manager_address, std::move(request), devices_.get(),
         options.register_timeout, [this](absl::Status status) { Stop(std::move(status)); },
-        [this] { return buffers_->bytes(); });
+        RmLink::Reports{
+            .buffer_bytes = [this] { return buffers_->bytes(); },
+            .gang_passed = [this] { return executor_->GangPassed(); },
+            .gang_start = [this](uint64_t sequencer,
+                                 uint64_t first) { executor_->StartGangs(sequencer, first); }});
     rm_link_->Start();
-    SY_ASSIGN_OR_RETURN(metrics_,
-                        MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,
-                                                      [this] { return RenderMetrics(); }));
-    return absl::OkStatus();
   }
 
   // The bulk data plane for reads of large buffers by other workers: on a Unix socket

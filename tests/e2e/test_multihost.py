@@ -320,3 +320,198 @@ def test_cpu_worker_cannot_be_a_multi_host_node(start_worker):
     # meets first, in an order that changes from run to run).
     assert "num_nodes" in worker.output.split("could not form")[1] or \
         "node_id" in worker.output.split("could not form")[1], worker.output
+
+
+def test_two_proxies_launches_on_shared_hosts_start_in_the_rms_one_order(rm, spawn):
+    """Two proxies (a session each) launch programs spanning both hosts at once. Each
+    proxy alone can only order its own launches; the resource manager numbers every
+    proxy's multi-host launches (ExecuteRequest.gang in its numbering gang_sequencer),
+    so both hosts must see the same launch under each number, from whichever proxy."""
+    hosts = [FakeHost(rm.address, node, protocol=4) for node in (0, 1)]
+    proxies = []
+    for _ in range(2):
+        port = free_port()
+        process = spawn("proxy", f"--server_port={port}",
+                        f"--resource_manager_address={rm.address}")
+        process.wait_for("proxy listening")
+        proxies.append(f"127.0.0.1:{port}")
+    per_session = 10
+    try:
+        sessions, handles = [], []
+        for target in proxies:
+            session = RawSession(channel(target))
+            init = session.request(init_request=s.InitRequest()).init_response
+            devices = sorted(d.id for d in init.all_devices)
+            compiled = session.request(compile_request=program_over(devices))
+            assert compiled.response_metadata.status.code == 0, compiled
+            sessions.append(session)
+            handles.append(compiled.compile_response.loaded_executable_handle)
+        errors = []
+
+        def launch(session, handle):
+            for _ in range(per_session):
+                response = session.request(loaded_executable_execute_request=(
+                    s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
+                if response.response_metadata.status.code != 0:
+                    errors.append(response)
+
+        threads = [threading.Thread(target=launch, args=pair) for pair in zip(sessions, handles)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors, errors[0]
+        deadline = time.monotonic() + 10
+        while not all(len(host.executes) == 2 * per_session for host in hosts):
+            assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
+            time.sleep(0.05)
+        sequencers = {e.gang_sequencer for host in hosts for e in host.executes}
+        assert len(sequencers) == 1 and 0 not in sequencers, sequencers
+        for host in hosts:
+            gangs = sorted(e.gang for e in host.executes)
+            assert gangs == list(range(1, 2 * per_session + 1)), gangs
+        # The RM's launch ids: no two launches of the two proxies share one.
+        orders = [[e.launch_id for e in sorted(host.executes, key=lambda e: e.gang)]
+                  for host in hosts]
+        assert orders[0] == orders[1]
+        assert len(set(orders[0])) == 2 * per_session
+        # Both proxies' launches are interleaved in that one order, each session's in
+        # its own order.
+        by_session = [[e.session for e in sorted(host.executes, key=lambda e: e.gang)]
+                      for host in hosts]
+        assert by_session[0] == by_session[1]
+        for session in sessions:
+            session.close()
+    finally:
+        for host in hosts:
+            host.stop()
+
+
+class ProxyStandIn:
+    """Speaks to the RM as a proxy does for gang numbers: a fleet watch open under its
+    id (while none is, the RM voids its numbers), and the numbering calls."""
+
+    def __init__(self, rm_address: str, proxy_id: int):
+        self.id = proxy_id
+        self.rm = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm_address))
+        self.watch = self.rm.WatchFleet(rm_pb2.WatchFleetRequest(proxy=proxy_id))
+        next(self.watch)  # open on the RM: the first fleet came
+
+    def number(self, session: int, hosts) -> rm_pb2.NumberGangResponse:
+        return self.rm.NumberGang(rm_pb2.NumberGangRequest(
+            proxy=self.id, session=session,
+            hosts=[rm_pb2.HostRef(slice_index=sl, host_index=h) for sl, h in hosts]), timeout=10)
+
+    def voids(self, host, sequencer: int, first: int, last: int) -> rm_pb2.GangVoidsResponse:
+        return self.rm.GangVoids(rm_pb2.GangVoidsRequest(
+            slice_index=host[0], host_index=host[1], sequencer=sequencer, first=first,
+            last=last), timeout=10)
+
+
+def test_the_rm_voids_gang_numbers_whose_session_or_proxy_ended_and_refuses_bad_asks(rm):
+    hosts = [FakeHost(rm.address, node, protocol=4) for node in (0, 1)]
+    both = [(0, 0), (0, 1)]
+    try:
+        rm_stub = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(rm.address))
+        # Without a watch the RM could never tell that the numbers are void: refused.
+        with pytest.raises(grpc.RpcError) as refused:
+            rm_stub.NumberGang(rm_pb2.NumberGangRequest(
+                proxy=5, session=1, hosts=[rm_pb2.HostRef(slice_index=0, host_index=0)]),
+                timeout=10)
+        assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        proxy = ProxyStandIn(rm.address, 5)
+        bad_hosts = [([], "1 to"), ([(0, 0), (0, 0)], "twice"), ([(3, 0)], "not in the fleet")]
+        for bad, what in bad_hosts:
+            with pytest.raises(grpc.RpcError) as invalid:
+                proxy.number(1, bad)
+            assert invalid.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+            assert what in invalid.value.details()
+        first = proxy.number(1, both)
+        second = proxy.number(2, both)
+        sequencer = first.sequencer
+        assert list(first.numbers) == [1, 1] and list(second.numbers) == [2, 2]
+        assert first.launch_id != second.launch_id
+        assert list(proxy.voids((0, 0), sequencer, 1, 2).voids) == []
+        # Session 1 ends: its number is void on both hosts; session 2's is not.
+        proxy.rm.VoidGangs(rm_pb2.VoidGangsRequest(proxy=5, session=1, session_ended=True),
+                           timeout=10)
+        assert list(proxy.voids((0, 1), sequencer, 1, 2).voids) == [1]
+        # A launch numbered and not sent: its proxy voids those numbers alone.
+        third = proxy.number(2, both)
+        proxy.rm.VoidGangs(rm_pb2.VoidGangsRequest(
+            proxy=5, session=2, hosts=[rm_pb2.HostRef(slice_index=0, host_index=0)],
+            numbers=[third.numbers[0]]), timeout=10)
+        assert list(proxy.voids((0, 0), sequencer, 1, 3).voids) == [1, 3]
+        assert list(proxy.voids((0, 1), sequencer, 1, 3).voids) == [1]
+        # The proxy's watch ends (it died): every number it had is void.
+        proxy.watch.cancel()
+        deadline = time.monotonic() + 10
+        while list(proxy.voids((0, 1), sequencer, 1, 3).voids) != [1, 2, 3]:
+            assert time.monotonic() < deadline, proxy.voids((0, 1), sequencer, 1, 3)
+            time.sleep(0.1)
+        # A numbering the RM does not give (an RM from before a restart): all void.
+        assert proxy.voids((0, 0), sequencer + 1, 1, 3).unknown_sequencer
+        with pytest.raises(grpc.RpcError) as too_many:
+            proxy.voids((0, 0), sequencer, 1, 1 << 20)
+        assert too_many.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    finally:
+        for host in hosts:
+            host.stop()
+
+
+def test_a_real_worker_starts_rm_numbered_launches_in_order_passing_void_numbers(start_worker, rm):
+    """A real (CPU) worker and the RM: a launch under the RM's number 2 waits for 1;
+    once 1 is void (its proxy said its launch was not sent) the worker learns it from the
+    RM and starts 2; 1's launch arriving after all is refused, not started out of order.
+    A single-device program stands in for a part of a multi-host one: the order is the
+    worker's, whatever the program (the CPU plugin has no multi-host programs)."""
+    import numpy as np
+
+    import switchyard
+    from switchyard.programs import lower_portable
+
+    process = start_worker(0, 0, 0, 1)
+    proxy = ProxyStandIn(rm.address, 9)
+    with switchyard.WorkerClient(process.address) as worker:
+        [device] = worker.device_ids()
+        program = lower_portable(lambda x: x + 1, np.zeros(4, np.float32))
+        executable, _ = worker.compile(program, [device])
+        argument = worker.put(np.arange(4, dtype=np.float32), device)
+        one, two = proxy.number(1, [(0, 0)]), proxy.number(1, [(0, 0)])
+        assert one.sequencer == two.sequencer
+
+        def launch(numbered, results):
+            output = worker.new_id()
+            try:
+                worker._stub.Execute(worker_pb2.ExecuteRequest(
+                    executable_id=executable, arguments=[worker_pb2.BufferIdList(ids=[argument])],
+                    outputs=[worker_pb2.BufferIdList(ids=[output])], wait=True,
+                    gang=numbered.numbers[0], gang_sequencer=numbered.sequencer), timeout=60)
+                results.append(worker.get(output))
+            except grpc.RpcError as e:
+                results.append(e)
+
+        second: list = []
+        waiting = threading.Thread(target=launch, args=(two, second))
+        waiting.start()
+        waiting.join(1.5)  # the worker asked the RM once: 1 is on its way, not void
+        assert waiting.is_alive() and not second
+        proxy.rm.VoidGangs(rm_pb2.VoidGangsRequest(
+            proxy=9, session=1, hosts=[rm_pb2.HostRef(slice_index=0, host_index=0)],
+            numbers=[one.numbers[0]]), timeout=10)
+        waiting.join(10)
+        assert not waiting.is_alive()
+        assert list(second[0]) == [1, 2, 3, 4], second
+        first: list = []
+        launch(one, first)
+        [refused] = first
+        assert isinstance(refused, grpc.RpcError), refused
+        assert refused.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert "after its turn" in refused.details()
+        # The worker's heartbeats tell the RM what it passed: the RM forgets them.
+        deadline = time.monotonic() + 10
+        while list(proxy.voids((0, 0), one.sequencer, 1, 2).voids) != [1, 2]:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    # The worker is still up and serving.
+    assert process.proc.poll() is None
