@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "common/limits.h"
+
 namespace switchyard::rm {
 
 std::vector<uint64_t> GangNumbers::Number(uint64_t proxy, uint64_t session,
@@ -76,7 +78,9 @@ std::vector<uint64_t> GangNumbers::Voids(const HostKey& key, uint64_t first, uin
   auto it = hosts_.find(key);
   if (it == hosts_.end() || first > last) return voids;
   const Host& host = it->second;
-  last = std::min(last, host.next - 1);
+  // Bounded work whatever is asked (RmService refuses more than this).
+  const uint64_t most = limits::kGangVoidsQueryMax - 1;
+  last = std::min({last, host.next - 1, first > UINT64_MAX - most ? UINT64_MAX : first + most});
   for (uint64_t number = first; number <= last && number <= host.forgotten; ++number) {
     voids.push_back(number);
   }

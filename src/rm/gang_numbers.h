@@ -54,8 +54,8 @@ class GangNumbers {
   uint64_t Restarted(const HostKey& host);
   // `host` passed every number up to `passed`.
   void Passed(const HostKey& host, uint64_t passed);
-  // Of `first`..`last` on `host`, the void numbers, in order. Numbers not given yet are
-  // not void.
+  // Of `first`..`last` on `host` (at most kGangVoidsQueryMax of them from `first`), the
+  // void numbers, in order. Numbers not given yet are not void.
   std::vector<uint64_t> Voids(const HostKey& host, uint64_t first, uint64_t last) const;
   // Numbers kept, over all hosts (for tests and metrics).
   size_t kept() const;

@@ -515,3 +515,42 @@ def test_a_real_worker_starts_rm_numbered_launches_in_order_passing_void_numbers
             time.sleep(0.1)
     # The worker is still up and serving.
     assert process.proc.poll() is None
+
+
+def test_with_the_rm_gone_a_proxy_orders_its_own_multi_host_launches(rm, proxy):
+    """The RM numbers multi-host launches; killed, it cannot: the proxy's launches go on,
+    numbered by the proxy itself (ordered within it, as before there was an RM order)."""
+    hosts = [FakeHost(rm.address, node, protocol=4) for node in (0, 1)]
+    try:
+        session = RawSession(channel(proxy.target))
+        init = session.request(init_request=s.InitRequest()).init_response
+        devices = sorted(d.id for d in init.all_devices)
+        compiled = session.request(compile_request=program_over(devices))
+        handle = compiled.compile_response.loaded_executable_handle
+
+        def launch():
+            response = session.request(loaded_executable_execute_request=(
+                s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
+            assert response.response_metadata.status.code == 0, response
+
+        launch()
+        rm.proc.kill()
+        rm.proc.wait(timeout=10)
+        started = time.monotonic()
+        for _ in range(3):
+            launch()
+        # One bounded try of the RM, then the proxy's own numbers without asking again.
+        assert time.monotonic() - started < 5
+        deadline = time.monotonic() + 10
+        while not all(len(host.executes) == 4 for host in hosts):
+            assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
+            time.sleep(0.05)
+        for host in hosts:
+            first, *rest = host.executes
+            assert first.gang_sequencer != 0 and first.gang == 1
+            assert [(e.gang_sequencer, e.gang) for e in rest] == [(0, 1), (0, 2), (0, 3)]
+        assert proxy.proc.poll() is None
+        session.close()
+    finally:
+        for host in hosts:
+            host.stop()

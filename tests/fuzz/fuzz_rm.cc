@@ -1,7 +1,7 @@
 // What the resource manager decodes: worker registrations, heartbeats, key-value puts
-// and gets (from any process that reaches its port) and its own state file (from disk, after a
-// crash mid-anything). Input: one selector byte, then the message. The membership
-// persists across inputs (a registration is followed by others), and is exported and
+// and gets, gang numbering (from any process that reaches its port) and its own state file
+// (from disk, after a crash mid-anything). Input: one selector byte, then the message. The
+// membership persists across inputs (a registration is followed by others), and is exported and
 // restored as the RM's state file is.
 
 #include <algorithm>
@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "fuzz/quiet.h"
+#include "rm/gang_numbers.h"
 #include "rm/kv_store.h"
 #include "rm/membership.h"
 
@@ -22,6 +24,7 @@ using switchyard::rm::Membership;
 struct World {
   std::unique_ptr<Membership> membership = std::make_unique<Membership>(absl::Seconds(2));
   switchyard::rm::KvStore kv;
+  switchyard::rm::GangNumbers gangs{1, 64};
   absl::Time now = absl::UnixEpoch() + absl::Hours(1);
   uint64_t incarnation = 0;
 };
@@ -42,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   world.now += absl::Milliseconds(data[0]);
   const uint8_t* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       switchyard::RegisterWorkerRequest request;
       if (!request.ParseFromArray(body, body_size)) return -1;
@@ -71,6 +74,29 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           world.kv.Get(request.key(), world.now, world.now + absl::Milliseconds(wait_ms),
                        [](absl::StatusOr<std::string>) {});
       if (request.timeout_ms() % 3 == 1) (void)world.kv.Cancel(id);
+      break;
+    }
+    case 5: {  // numbers, voids and questions, as RmService passes them on (hosts distinct)
+      switchyard::NumberGangRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      std::vector<switchyard::rm::GangNumbers::HostKey> hosts;
+      for (const switchyard::HostRef& host : request.hosts()) {
+        hosts.emplace_back(host.slice_index(), host.host_index());
+      }
+      std::sort(hosts.begin(), hosts.end());
+      hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+      if (hosts.empty()) return -1;
+      auto& gangs = world.gangs;
+      const std::vector<uint64_t> numbers = gangs.Number(request.proxy(), request.session(), hosts);
+      for (size_t i = 0; i < hosts.size(); ++i) {
+        (void)gangs.Voids(hosts[i], request.session(), request.proxy());
+        (void)gangs.Void(hosts[i], numbers[i] ^ (request.session() & 1), request.proxy(),
+                         request.session());
+        if (request.session() % 4 == 1) gangs.Passed(hosts[i], request.proxy());
+        if (request.session() % 8 == 2) (void)gangs.Restarted(hosts[i]);
+      }
+      if (request.session() % 3 == 0) gangs.SessionEnded(request.proxy(), request.session());
+      if (request.session() % 5 == 0) gangs.ProxyGone(request.proxy());
       break;
     }
     case 3: {
