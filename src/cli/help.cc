@@ -65,6 +65,7 @@ const std::vector<CommandHelp>& Commands() {
         "cpu_device_count",
         "max_buffer_bytes",
         "workers_per_host",
+        "buffer_memory_percent",
         "python",
         "sidecar_shm_directory",
         "sidecar_sandbox",

@@ -27,7 +27,9 @@
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "common/grpc_server.h"
+#include "common/limits.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "switchyard/rm.grpc.pb.h"
 
 ABSL_FLAG(int, workers, 2, "up: number of workers");
@@ -336,7 +338,15 @@ std::vector<std::string> WorkerArgs(int i, int workers, const Endpoint& worker,
                     absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
        absl::StrCat("--cpu_device_count=", absl::GetFlag(FLAGS_devices_per_worker)),
        absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
-       absl::StrCat("--workers_per_host=", workers)});
+       absl::StrCat("--workers_per_host=", workers),
+       absl::StrCat("--buffer_memory_percent=", limits::kUpWorkerBufferMemoryPercent)});
+}
+
+// The proxy shares the machine with the workers: its default bound is a smaller share.
+int64_t UpProxyHostBufferBytes() {
+  const int64_t flag = absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes);
+  if (flag >= 0) return flag;
+  return MemoryLimitBytes() / 100 * limits::kUpProxyHostBufferMemoryPercent;
 }
 
 std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_address) {
@@ -348,8 +358,7 @@ std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_
        absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
        absl::StrCat("--session_max_host_buffer_bytes=",
                     absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
-       absl::StrCat("--proxy_max_host_buffer_bytes=",
-                    absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes)),
+       absl::StrCat("--proxy_max_host_buffer_bytes=", UpProxyHostBufferBytes()),
        absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
        absl::StrCat("--session_idle_timeout=",
                     absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),

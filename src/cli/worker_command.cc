@@ -15,8 +15,13 @@ ABSL_FLAG(int, host_index, 0, "Index of this host within its slice");
 ABSL_FLAG(int, cpu_device_count, 0, "CPU plugin only: number of devices (0: plugin default)");
 ABSL_FLAG(int64_t, max_buffer_bytes, -1,
           "The most bytes the buffers held for clients may take; past it, what would make "
-          "more is refused with RESOURCE_EXHAUSTED. 0: no bound; -1: on CPU, 80% of this "
-          "host's memory shared by --workers_per_host workers, otherwise none");
+          "more is refused with RESOURCE_EXHAUSTED. 0: no bound; -1: on CPU, "
+          "--buffer_memory_percent of this host's memory shared by --workers_per_host "
+          "workers, otherwise none");
+ABSL_FLAG(int, buffer_memory_percent, 80,
+          "The share of this host's memory (or its cgroup's) that the default "
+          "--max_buffer_bytes of a CPU worker is taken from (switchyard up sets 60: its "
+          "proxy is on the same machine)");
 ABSL_FLAG(int, workers_per_host, 1,
           "Workers sharing this host's memory (switchyard up sets it): the default "
           "--max_buffer_bytes is one's share");
@@ -62,8 +67,11 @@ int RunWorker() {
   options.cpu_device_count = absl::GetFlag(FLAGS_cpu_device_count);
   options.max_buffer_bytes = absl::GetFlag(FLAGS_max_buffer_bytes);
   options.workers_per_host = absl::GetFlag(FLAGS_workers_per_host);
-  if (options.max_buffer_bytes < -1 || options.workers_per_host < 1) {
-    SY_LOG(Error) << "--max_buffer_bytes must be -1, 0 or positive, --workers_per_host at least 1";
+  options.buffer_memory_percent = absl::GetFlag(FLAGS_buffer_memory_percent);
+  if (options.max_buffer_bytes < -1 || options.workers_per_host < 1 ||
+      options.buffer_memory_percent < 1 || options.buffer_memory_percent > 100) {
+    SY_LOG(Error) << "--max_buffer_bytes must be -1, 0 or positive, --workers_per_host at least "
+                     "1, --buffer_memory_percent 1 to 100";
     return 2;
   }
   options.num_nodes = absl::GetFlag(FLAGS_num_nodes);

@@ -121,6 +121,12 @@ inline constexpr int64_t kRefusedHandlesMax = 4096;
 // memory is the host's): past it a request is refused, not the kernel's OOM killer left to
 // pick a process. `switchyard up` divides it among the workers it starts on one host.
 inline constexpr int64_t kHostBufferMemoryPercent = 80;
+// `switchyard up` runs the proxy beside its workers on one machine: their defaults
+// together must leave room for the processes themselves and the system, so its workers'
+// buffers take this share (--buffer_memory_percent) and the proxy's staged host buffers
+// this one (--proxy_max_host_buffer_bytes), a fifth of the memory left over.
+inline constexpr int64_t kUpWorkerBufferMemoryPercent = 60;
+inline constexpr int64_t kUpProxyHostBufferMemoryPercent = 20;
 // Host buffers staged on a proxy (uploads on their way to workers, fetches on their way to
 // clients) may take these shares of the memory its host gives it, by default: one
 // session's, and all sessions' together. Past them a request gets RESOURCE_EXHAUSTED

@@ -119,6 +119,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   int64_t sessions() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Bytes of host buffers all sessions hold on the proxy now.
   int64_t host_buffer_bytes() const { return host_buffer_budget_->held(); }
+  int64_t host_buffer_bytes_max() const { return host_buffer_budget_->max_bytes(); }
   int64_t requests() const { return requests_.load(); }
   // Bytes of requests and host buffers from clients, and of host buffers to them: what
   // passes through the proxy (checkpoints written by the workers add nothing).

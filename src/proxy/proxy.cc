@@ -101,6 +101,10 @@ class ProxyServerImpl final : public ProxyServer {
                                    "(uploads on their way to workers, fetches on their way to "
                                    "clients).",
                                    service_->host_buffer_bytes())
+                              .Add("switchyard_proxy_host_buffer_bytes_max", "gauge",
+                                   "The most bytes all sessions may stage on the proxy "
+                                   "(--proxy_max_host_buffer_bytes; 0: no bound).",
+                                   service_->host_buffer_bytes_max())
                               .Add("switchyard_proxy_host_bytes_kept", "gauge",
                                    "Memory of freed large host buffers kept for reuse (the "
                                    "kernel may reclaim it).",

@@ -149,7 +149,7 @@ ColocatedOptions ColocatedSetup(const WorkerOptions& options, const WorkerPython
 int64_t MaxBufferBytes(const WorkerOptions& options, const std::string& platform) {
   if (options.max_buffer_bytes >= 0) return options.max_buffer_bytes;
   if (platform != "cpu") return 0;
-  return MemoryLimitBytes() / 100 * limits::kHostBufferMemoryPercent /
+  return MemoryLimitBytes() / 100 * std::clamp(options.buffer_memory_percent, 1, 100) /
          std::max(options.workers_per_host, 1);
 }
 
@@ -339,6 +339,9 @@ class WorkerServerImpl final : public WorkerServer {
     text.Add("switchyard_worker_buffers", "gauge", "Buffers held for clients.", buffers_->size())
         .Add("switchyard_worker_buffer_bytes", "gauge", "Bytes of the buffers held.",
              buffers_->bytes())
+        .Add("switchyard_worker_buffer_bytes_max", "gauge",
+             "The most bytes the buffers may take (--max_buffer_bytes; 0: no bound).",
+             buffers_->max_bytes())
         .Add("switchyard_worker_executables", "gauge", "Loaded executables.", executor_->size())
         .Add("switchyard_worker_executions_total", "counter", "Launches started.",
              executor_->executions())

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/limits.h"
 
 namespace switchyard::worker {
 
@@ -39,10 +40,11 @@ struct WorkerOptions {
   int cpu_device_count = 0;  // 0: the plugin's default; only for the CPU plugin
   // The most bytes the buffers held for clients may take: past it, what would make more
   // is refused with RESOURCE_EXHAUSTED. 0: no bound; -1: on CPU, whose device memory is
-  // the host's, kHostBufferMemoryPercent of the host's memory over `workers_per_host`;
+  // the host's, `buffer_memory_percent` of the host's memory over `workers_per_host`;
   // otherwise none.
   int64_t max_buffer_bytes = -1;
   int workers_per_host = 1;  // sharing the host's memory: -1 above is one's share
+  int buffer_memory_percent = limits::kHostBufferMemoryPercent;
   // More than 1: this worker is node `host_index` of a multi-host PJRT client formed
   // by `num_nodes` hosts of its slice (GPU: one NCCL clique across them), which find
   // each other through the RM's key-value store. Creating the client waits for all.
