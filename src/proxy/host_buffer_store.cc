@@ -1,6 +1,7 @@
 #include "proxy/host_buffer_store.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,29 @@ void HostBuffer::Finish(absl::Status status) {
   status_ = std::move(status);
 }
 
+namespace {
+
+std::atomic<int64_t> uploads_to_begin{0};
+std::atomic<int64_t> bytes_to_arrive{0};
+
+// Counts one wait while it lasts.
+class Waiting {
+ public:
+  explicit Waiting(std::atomic<int64_t>* count) : count_(count) { count_->fetch_add(1); }
+  ~Waiting() { count_->fetch_sub(1); }
+  Waiting(const Waiting&) = delete;
+  Waiting& operator=(const Waiting&) = delete;
+
+ private:
+  std::atomic<int64_t>* count_;
+};
+
+}  // namespace
+
+HostBufferWaits CurrentHostBufferWaits() {
+  return HostBufferWaits{uploads_to_begin.load(), bytes_to_arrive.load()};
+}
+
 absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time deadline,
                                                       const CancelledFn& cancelled) const {
   if (size_ >= 0) bytes = std::min(bytes, size_);
@@ -92,6 +116,7 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
       return absl::NotFoundError(
           absl::StrCat("host buffer upload stalled at ", arrived_, " of ", size_, " bytes"));
     }
+    Waiting waiting(&bytes_to_arrive);
     mutex_.AwaitWithTimeout(absl::Condition(&ready), std::min(left, kCancelPoll));
   }
 }
@@ -214,6 +239,7 @@ absl::StatusOr<std::shared_ptr<const HostBuffer>> HostBufferStore::Lookup(
     if (left <= absl::ZeroDuration()) {
       return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
     }
+    Waiting waiting(&uploads_to_begin);
     mutex_.AwaitWithTimeout(absl::Condition(&arrived), std::min(left, kCancelPoll));
   }
 }

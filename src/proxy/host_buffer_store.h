@@ -25,6 +25,16 @@ namespace switchyard::proxy {
 // Says whether the reader's client has gone; waits check it every 100 ms.
 using CancelledFn = std::function<bool()>;
 
+// The waits on host buffers in progress in this process (for /metrics, and for tests to
+// know a request is waiting rather than sleep): requests waiting for an upload to begin
+// (`HostBufferStore::Lookup`), and readers waiting for bytes still on their way
+// (`HostBuffer::WaitFor`: a forward to a worker, or a client's fetch).
+struct HostBufferWaits {
+  int64_t uploads_to_begin = 0;
+  int64_t bytes_to_arrive = 0;
+};
+HostBufferWaits CurrentHostBufferWaits();
+
 class HostBuffer {
  public:
   // Arriving into `space` (HostBytes::Allocate): its size in bytes are appended in

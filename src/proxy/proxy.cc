@@ -20,6 +20,7 @@
 #include "common/status_macros.h"
 #include "proxy/access_service.h"
 #include "proxy/fleet.h"
+#include "proxy/host_buffer_store.h"
 #include "proxy/host_callbacks.h"
 #include "proxy/ifrt_service.h"
 #include "proxy/worker_calls.h"
@@ -54,63 +55,71 @@ class ProxyServerImpl final : public ProxyServer {
   }
 
   absl::Status StartMetrics(const std::string& host, int port) {
-    SY_ASSIGN_OR_RETURN(metrics_, MetricsServer::StartIfEnabled(host, port, [this] {
-                          MetricsText text;
-                          text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.",
-                                   service_->sessions())
-                              .Add("switchyard_proxy_sessions_total", "counter",
-                                   "Client sessions opened.", service_->sessions_opened())
-                              .Add("switchyard_proxy_sessions_refused_total", "counter",
-                                   "Client sessions refused for want of a valid token.",
-                                   service_->sessions_refused())
-                              .Add("switchyard_proxy_requests_total", "counter",
-                                   "IFRT requests answered.", service_->requests())
-                              .Add("switchyard_proxy_client_bytes_total", "counter",
-                                   "Bytes of requests and host buffers from clients.",
-                                   service_->client_bytes_in(), MetricLabel("direction", "in"))
-                              .Add("switchyard_proxy_client_bytes_total", "counter",
-                                   "Bytes of host buffers to clients.",
-                                   service_->client_bytes_out(), MetricLabel("direction", "out"))
-                              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
-                                   "Bytes of buffers read from workers, by path.",
-                                   BufferReads().bulk_bytes.load(), MetricLabel("path", "bulk"))
-                              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
-                                   "Bytes of buffers read from workers, by path.",
-                                   BufferReads().inline_bytes.load(), MetricLabel("path", "grpc"))
-                              .Add("switchyard_proxy_bulk_fallbacks_total", "counter",
-                                   "Data-plane offers read over gRPC instead.",
-                                   BufferReads().fallbacks.load())
-                              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
-                                   "Bytes of buffers put on workers, by path.",
-                                   BufferWrites().bulk_bytes.load(), MetricLabel("path", "bulk"))
-                              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
-                                   "Bytes of buffers put on workers, by path.",
-                                   BufferWrites().inline_bytes.load(), MetricLabel("path", "grpc"))
-                              .Add("switchyard_proxy_bulk_put_fallbacks_total", "counter",
-                                   "Puts offered on the data plane that went over gRPC instead.",
-                                   BufferWrites().fallbacks.load())
-                              .Add("switchyard_proxy_bulk_bytes_served_total", "counter",
-                                   "Bytes workers read from this proxy's data plane.",
-                                   plane_ == nullptr ? 0 : plane_->stats().bytes_served)
-                              .Add("switchyard_proxy_bytes_copied_total", "counter",
-                                   "Bytes of buffer contents copied by this process, the kernel's "
-                                   "copies for its sockets included.",
-                                   static_cast<double>(BytesCopied()))
-                              .Add("switchyard_proxy_host_buffer_bytes", "gauge",
-                                   "Bytes of host buffers sessions have staged on the proxy "
-                                   "(uploads on their way to workers, fetches on their way to "
-                                   "clients).",
-                                   service_->host_buffer_bytes())
-                              .Add("switchyard_proxy_host_buffer_bytes_max", "gauge",
-                                   "The most bytes all sessions may stage on the proxy "
-                                   "(--proxy_max_host_buffer_bytes; 0: no bound).",
-                                   service_->host_buffer_bytes_max())
-                              .Add("switchyard_proxy_host_bytes_kept", "gauge",
-                                   "Memory of freed large host buffers kept for reuse (the "
-                                   "kernel may reclaim it).",
-                                   static_cast<int64_t>(HostBytes::KeptBytes()));
-                          return text.str();
-                        }));
+    SY_ASSIGN_OR_RETURN(
+        metrics_, MetricsServer::StartIfEnabled(host, port, [this] {
+          MetricsText text;
+          text.Add("switchyard_proxy_sessions", "gauge", "Open client sessions.",
+                   service_->sessions())
+              .Add("switchyard_proxy_sessions_total", "counter", "Client sessions opened.",
+                   service_->sessions_opened())
+              .Add("switchyard_proxy_sessions_refused_total", "counter",
+                   "Client sessions refused for want of a valid token.",
+                   service_->sessions_refused())
+              .Add("switchyard_proxy_requests_total", "counter", "IFRT requests answered.",
+                   service_->requests())
+              .Add("switchyard_proxy_client_bytes_total", "counter",
+                   "Bytes of requests and host buffers from clients.", service_->client_bytes_in(),
+                   MetricLabel("direction", "in"))
+              .Add("switchyard_proxy_client_bytes_total", "counter",
+                   "Bytes of host buffers to clients.", service_->client_bytes_out(),
+                   MetricLabel("direction", "out"))
+              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
+                   "Bytes of buffers read from workers, by path.", BufferReads().bulk_bytes.load(),
+                   MetricLabel("path", "bulk"))
+              .Add("switchyard_proxy_worker_bytes_read_total", "counter",
+                   "Bytes of buffers read from workers, by path.",
+                   BufferReads().inline_bytes.load(), MetricLabel("path", "grpc"))
+              .Add("switchyard_proxy_bulk_fallbacks_total", "counter",
+                   "Data-plane offers read over gRPC instead.", BufferReads().fallbacks.load())
+              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
+                   "Bytes of buffers put on workers, by path.", BufferWrites().bulk_bytes.load(),
+                   MetricLabel("path", "bulk"))
+              .Add("switchyard_proxy_worker_bytes_written_total", "counter",
+                   "Bytes of buffers put on workers, by path.", BufferWrites().inline_bytes.load(),
+                   MetricLabel("path", "grpc"))
+              .Add("switchyard_proxy_bulk_put_fallbacks_total", "counter",
+                   "Puts offered on the data plane that went over gRPC instead.",
+                   BufferWrites().fallbacks.load())
+              .Add("switchyard_proxy_bulk_bytes_served_total", "counter",
+                   "Bytes workers read from this proxy's data plane.",
+                   plane_ == nullptr ? 0 : plane_->stats().bytes_served)
+              .Add("switchyard_proxy_bytes_copied_total", "counter",
+                   "Bytes of buffer contents copied by this process, the kernel's "
+                   "copies for its sockets included.",
+                   static_cast<double>(BytesCopied()))
+              .Add("switchyard_proxy_host_buffer_bytes", "gauge",
+                   "Bytes of host buffers sessions have staged on the proxy "
+                   "(uploads on their way to workers, fetches on their way to "
+                   "clients).",
+                   service_->host_buffer_bytes())
+              .Add("switchyard_proxy_host_buffer_waits", "gauge",
+                   "Requests waiting for an upload to begin, and readers "
+                   "waiting for an upload's bytes still on their way.",
+                   CurrentHostBufferWaits().uploads_to_begin, "kind=\"upload_to_begin\"")
+              .Add("switchyard_proxy_host_buffer_waits", "gauge",
+                   "Requests waiting for an upload to begin, and readers "
+                   "waiting for an upload's bytes still on their way.",
+                   CurrentHostBufferWaits().bytes_to_arrive, "kind=\"bytes_to_arrive\"")
+              .Add("switchyard_proxy_host_buffer_bytes_max", "gauge",
+                   "The most bytes all sessions may stage on the proxy "
+                   "(--proxy_max_host_buffer_bytes; 0: no bound).",
+                   service_->host_buffer_bytes_max())
+              .Add("switchyard_proxy_host_bytes_kept", "gauge",
+                   "Memory of freed large host buffers kept for reuse (the "
+                   "kernel may reclaim it).",
+                   static_cast<int64_t>(HostBytes::KeptBytes()));
+          return text.str();
+        }));
     return absl::OkStatus();
   }
 

@@ -174,11 +174,24 @@ def scrape(process: Process) -> dict[str, float]:
     and labels as written (`name{label="value"}`)."""
     found = re.search(r"metrics on (http://\S+/metrics)", process.wait_for("metrics on"))
     assert found, process.output
-    with urllib.request.urlopen(found.group(1), timeout=10) as response:
+    return scrape_url(found.group(1))
+
+
+def scrape_url(url: str) -> dict[str, float]:
+    with urllib.request.urlopen(url, timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
         text = response.read().decode()
     return {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
             for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def metric_at(port: int, sample: str) -> float:
+    """One sample (`name` or `name{label="value"}`) of the /metrics on a loopback port;
+    `switchyard up --metrics_port=P` serves the proxy's on P, the rm's on P+1 and worker
+    i's on P+2+i."""
+    samples = scrape_url(f"http://127.0.0.1:{port}/metrics")
+    assert sample in samples, f"no {sample} on port {port}"
+    return samples[sample]
 
 
 def fleet(rm_address: str) -> dict:

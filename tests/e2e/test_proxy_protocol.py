@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import read_line, tell, worker_buffers, worker_stat
+from conftest import metric_at, read_line, tell, wait_until, worker_buffers, worker_stat
 from ifrt_raw import (
     SERVICE,
     RawSession,
@@ -25,14 +25,30 @@ from ifrt_raw import (
     store_metadata,
     t,
 )
+from switchyard.cluster import free_port
 
 OK = 0
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    with switchyard.LocalCluster(workers=2, devices_per_worker=4) as c:
+    port = free_port()
+    with switchyard.LocalCluster(workers=2, devices_per_worker=4,
+                                 flags=(f"--metrics_port={port}",)) as c:
+        METRICS_PORTS[c.target] = port  # the proxy's; the rm and workers get those after
         yield c
+
+
+METRICS_PORTS: dict[str, int] = {}
+
+
+def wait_for_host_buffer_waits(cluster, kind: str) -> None:
+    """Until a request of the proxy waits on a host buffer (`kind`: upload_to_begin,
+    bytes_to_arrive), which the proxy announces nowhere but in its /metrics."""
+    sample = f'switchyard_proxy_host_buffer_waits{{kind="{kind}"}}'
+    port = METRICS_PORTS[cluster.target]
+    wait_until(lambda: metric_at(port, sample) > 0, timeout=30,
+               what=f"a wait of kind {kind} on the proxy", interval=0.02)
 
 
 def status(response):
@@ -249,7 +265,7 @@ def test_client_waiting_on_a_missing_upload_can_leave(cluster):
         make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
             dtype=f32, shape=t.ShapeProto(dims=[4]), sharding=sharding, host_buffer_handle=77,
             array_handle=77)).SerializeToString())
-    time.sleep(0.3)
+    wait_for_host_buffer_waits(cluster, "upload_to_begin")
     session.cancel()
     # The proxy notices and serves the next client at once.
     fresh = RawSession(channel(cluster.target))
@@ -403,7 +419,8 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
         make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
             dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
             sharding=sharding, host_buffer_handle=41, array_handle=41)).SerializeToString())
-    time.sleep(0.3)  # the first chunks are on their way to the worker
+    # The first chunks went on to the worker; the forward waits for the rest ...
+    wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
     chunks.put(None)  # ... and the upload ends short
     response = session.next_response()
     uploader.join()

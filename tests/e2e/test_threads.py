@@ -10,13 +10,12 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 
 import grpc
 import pytest
 
 import switchyard
-from conftest import read_line
+from conftest import metric_at, read_line
 from switchyard import rm_pb2, rm_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -79,14 +78,6 @@ def test_every_named_thread_is_documented():
             client.wait(timeout=30)
 
 
-def rm_metric(port: int, name: str) -> float:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-    assert found, f"no {name} in the rm's /metrics"
-    return float(found.group(1))
-
-
 def test_waiting_key_value_gets_hold_no_threads():
     """Gets waiting for a key another host has not put yet cost the RM no thread each;
     the put answers them all, and one whose client goes away leaves the store."""
@@ -100,7 +91,7 @@ def test_waiting_key_value_gets_hold_no_threads():
 
         def wait_for_waiting(count: int) -> None:
             deadline = time.monotonic() + 30
-            while rm_metric(rm_port, "switchyard_rm_kv_waiting_gets") != count:
+            while metric_at(rm_port, "switchyard_rm_kv_waiting_gets") != count:
                 assert time.monotonic() < deadline, f"{count} gets never waited"
                 time.sleep(0.05)
 

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
-import urllib.request
 
 import pytest
 
 import switchyard
+from conftest import metric_at
 from switchyard.cluster import free_port
 
 MIB = 1 << 20
@@ -74,18 +73,11 @@ def test_up_leaves_a_fifth_of_the_memory_to_the_processes_and_the_system():
     """`switchyard up` puts the proxy beside its workers: their default bounds together
     (workers' buffers, the proxy's staged host buffers) stay under 80% of the memory,
     three parts to the workers for one to the proxy (60% and 20%)."""
-    def metric(port: int, name: str) -> float:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            text = response.read().decode()
-        found = re.search(rf"^{name} (\S+)$", text, re.MULTILINE)
-        assert found, f"no {name} on port {port}"
-        return float(found.group(1))
-
     port = free_port()
     with switchyard.LocalCluster(workers=2, devices_per_worker=1,
                                  flags=(f"--metrics_port={port}",)):
-        proxy = metric(port, "switchyard_proxy_host_buffer_bytes_max")  # `up`: proxy, rm,
-        workers = [metric(port + 2 + i, "switchyard_worker_buffer_bytes_max")  # then workers
+        proxy = metric_at(port, "switchyard_proxy_host_buffer_bytes_max")  # `up`: proxy, rm,
+        workers = [metric_at(port + 2 + i, "switchyard_worker_buffer_bytes_max")  # then workers
                    for i in range(2)]
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert proxy > 0 and workers[0] == workers[1] > 0
