@@ -109,6 +109,9 @@ inline constexpr int64_t kGangVoidsQueryMax = 4096;
 // refused) it numbers its launches itself for kGangFallbackMs, as before there was an
 // RM order (ordered within the proxy, not across proxies).
 inline constexpr int64_t kGangNumberTimeoutMs = 2000;
+// PJRT launch ids are int32 and must not repeat among launches running on the same hosts:
+// the RM gives 1 .. this, a proxy numbering its own launches the rest (up to 2^31-1).
+inline constexpr uint32_t kRmLaunchIdsMax = (1u << 30) - 1;
 inline constexpr int64_t kGangFallbackMs = 5000;
 // A request naming a client's host buffer waits this long for its upload to begin (the
 // client starts the upload before it sends the request, so it is there within moments

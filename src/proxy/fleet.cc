@@ -57,7 +57,9 @@ Fleet::~Fleet() {
 }
 
 int32_t Fleet::NextLaunchId() {
-  return static_cast<int32_t>(launches_.fetch_add(1) % 0x7fffffffu) + 1;
+  // Above the ids the RM gives, which another proxy's launches on the same hosts may have.
+  return static_cast<int32_t>(launches_.fetch_add(1) % limits::kRmLaunchIdsMax +
+                              limits::kRmLaunchIdsMax + 1);
 }
 
 void Fleet::WatchLoop() {

@@ -51,8 +51,9 @@ class Fleet {
   absl::Status WaitForView(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mutex_);
   // Every device the RM lists or listed, up or down: down is a state, not an absence.
   std::vector<DeviceEntry> Devices() const ABSL_LOCKS_EXCLUDED(mutex_);
-  // A fresh id (never 0) for a launch spanning workers: its parts on every worker carry
-  // it, and no two such launches in this proxy share one.
+  // A fresh id for a launch spanning workers that the RM did not number: its parts on
+  // every worker carry it, and no two such launches in this proxy share one (2^30 and
+  // up: the RM's ids are below).
   int32_t NextLaunchId();
   const std::string& rm_address() const { return rm_address_; }
   // Numbers a launch of `session` spanning `hosts` in the RM's gang order, which every

@@ -22,7 +22,7 @@ std::vector<uint64_t> GangNumbers::Number(uint64_t proxy, uint64_t session,
 }
 
 int32_t GangNumbers::NextLaunchId() {
-  launches_ = launches_ % 0x7fffffffu + 1;
+  launches_ = launches_ % limits::kRmLaunchIdsMax + 1;
   return static_cast<int32_t>(launches_);
 }
 

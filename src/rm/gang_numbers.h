@@ -39,7 +39,7 @@ class GangNumbers {
 
   uint64_t sequencer() const { return sequencer_; }
   // One number for each of `hosts` (distinct), for `proxy`'s `session`; and a launch id
-  // (1 .. 2^31-1, repeating after that many launches).
+  // (1 .. limits::kRmLaunchIdsMax, repeating after that many launches).
   std::vector<uint64_t> Number(uint64_t proxy, uint64_t session, absl::Span<const HostKey> hosts);
   int32_t NextLaunchId();
   // Every number given to `proxy` (or to its `session`) that its host has not passed is

@@ -166,7 +166,9 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
     host.last_restart = now;
   }
   host.request = request;
+  if (host.incarnation != 0) by_incarnation_.erase(host.incarnation);
   host.incarnation = incarnation;
+  by_incarnation_[incarnation] = key;
   host.last_heartbeat = now;
   host.alive = true;
   host.rejoining = false;
@@ -191,8 +193,12 @@ absl::StatusOr<RegisterWorkerResponse> Membership::Register(const RegisterWorker
 absl::Status Membership::Heartbeat(uint64_t incarnation, absl::Time now,
                                    const HeartbeatRequest& report) {
   Observe(now);
-  for (auto& [key, host] : hosts_) {
-    if (host.incarnation != incarnation || host.rejoining) continue;
+  // By index, not by a scan: every host heartbeats every period.
+  auto found = by_incarnation_.find(incarnation);
+  auto it = found == by_incarnation_.end() ? hosts_.end() : hosts_.find(found->second);
+  if (it != hosts_.end() && it->second.incarnation == incarnation && !it->second.rejoining) {
+    const HostKey& key = it->first;
+    Host& host = it->second;
     if (!Healthy(host, now)) {
       if (host.alive) {
         host.alive = false;
@@ -254,6 +260,7 @@ std::vector<HostStatus> Membership::Sweep(absl::Time now) {
       ++version_;
       died.push_back(Status(it->first, host, now));
     } else if (!host.alive && !host.rejoining && now - host.down_since > options_.forget_after) {
+      by_incarnation_.erase(host.incarnation);
       it = hosts_.erase(it);
       ++version_;
       continue;
@@ -288,10 +295,9 @@ HostStatus Membership::Status(const HostKey& key, const Host& host, absl::Time n
 }
 
 std::optional<std::pair<int, int>> Membership::HostOf(uint64_t incarnation) const {
-  for (const auto& [key, host] : hosts_) {
-    if (host.incarnation == incarnation) return key;
-  }
-  return std::nullopt;
+  auto it = by_incarnation_.find(incarnation);
+  if (it == by_incarnation_.end()) return std::nullopt;
+  return it->second;
 }
 
 Fleet Membership::Snapshot(absl::Time now) {

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "switchyard/rm.pb.h"
@@ -145,6 +146,8 @@ class Membership {
 
   MembershipOptions options_;
   std::map<HostKey, Host> hosts_;
+  // Each host's current registration (not 0), for heartbeats to find their host.
+  absl::flat_hash_map<uint64_t, HostKey> by_incarnation_;
   std::map<std::tuple<int, int, int>, int64_t> device_ids_;
   int64_t next_device_id_ = 0;
   uint64_t version_ = 1;

@@ -203,7 +203,12 @@ def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
                 assert len(launch.outputs) == DEVICES_PER_HOST
                 assert len(launch.arguments) == DEVICES_PER_HOST
         launch_ids = [[e.launch_id for e in host.executes] for host in hosts]
-        assert launch_ids[0] == launch_ids[1] == [1, 2, 3]
+        # The proxy's own ids (no RM numbering for workers of this protocol): above the
+        # RM's, which are below 2^30.
+        assert launch_ids[0] == launch_ids[1]
+        first_id = launch_ids[0][0]
+        assert launch_ids[0] == [first_id, first_id + 1, first_id + 2]
+        assert first_id >= 1 << 30
         # A worker of the first protocol reads one stream, in order: nothing numbered.
         assert all(e.gang == 0 for host in hosts for e in host.executes)
         assert list(outputs[0].shape.dims) == [8]

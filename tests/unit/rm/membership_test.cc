@@ -222,6 +222,8 @@ TEST_F(MembershipTest, SameAddressReplacesTheOldProcess) {
   SY_ASSERT_OK(membership_.Register(Worker("h:1", 0, 0), 12, now_ + absl::Seconds(1)).status());
   EXPECT_EQ(membership_.Heartbeat(11, now_ + absl::Seconds(1)).code(), absl::StatusCode::kNotFound);
   SY_EXPECT_OK(membership_.Heartbeat(12, now_ + absl::Seconds(1)));
+  EXPECT_EQ(membership_.HostOf(11), std::nullopt);
+  EXPECT_EQ(membership_.HostOf(12), std::make_pair(0, 0));
 }
 
 TEST_F(MembershipTest, MalformedRegistrationsAreInvalidArgument) {
@@ -304,6 +306,8 @@ TEST_F(MembershipTest, DownHostsStayListedThenAreForgottenWithTheirIdsKept) {
   EXPECT_EQ(down.slices(0).hosts(0).devices_size(), 4);
   membership.Sweep(now_ + absl::Minutes(11));
   EXPECT_TRUE(membership.Snapshot(now_ + absl::Minutes(11)).slices().empty());
+  EXPECT_EQ(membership.HostOf(11), std::nullopt);  // forgotten with its host
+  EXPECT_EQ(membership.Heartbeat(12, now_ + absl::Minutes(11)).code(), absl::StatusCode::kNotFound);
   SY_ASSERT_OK_AND_ASSIGN(auto back,
                           membership.Register(Worker("h:3", 0, 0), 13, now_ + absl::Minutes(12)));
   EXPECT_EQ(Ids(back), Ids(first));
