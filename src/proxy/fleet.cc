@@ -140,21 +140,21 @@ absl::StatusOr<GangNumbers> Fleet::NumberGang(uint64_t session, const std::vecto
     return status;
   }
   return GangNumbers{response.sequencer(),
+                     hosts,
                      {response.numbers().begin(), response.numbers().end()},
                      response.launch_id()};
 }
 
-void Fleet::VoidGangs(uint64_t session, const std::vector<HostKey>& hosts,
-                      const GangNumbers* gang) {
+void Fleet::VoidGangs(uint64_t session, const GangNumbers* gang) {
   VoidGangsRequest request;
   request.set_proxy(proxy_id_);
   request.set_session(session);
   request.set_session_ended(gang == nullptr);
   if (gang != nullptr) {
-    for (size_t i = 0; i < hosts.size() && i < gang->numbers.size(); ++i) {
+    for (size_t i = 0; i < gang->hosts.size() && i < gang->numbers.size(); ++i) {
       HostRef* ref = request.add_hosts();
-      ref->set_slice_index(hosts[i].first);
-      ref->set_host_index(hosts[i].second);
+      ref->set_slice_index(gang->hosts[i].first);
+      ref->set_host_index(gang->hosts[i].second);
       request.add_numbers(gang->numbers[i]);
     }
   }

@@ -29,7 +29,8 @@ using HostKey = std::pair<int, int>;  // (slice_index, host_index)
 // The resource manager's numbers for one multi-host launch (rm/gang_numbers.h).
 struct GangNumbers {
   uint64_t sequencer = 0;
-  std::vector<uint64_t> numbers;  // one per host, in the order asked
+  std::vector<HostKey> hosts;     // as asked
+  std::vector<uint64_t> numbers;  // one per host
   int32_t launch_id = 0;
 };
 
@@ -63,10 +64,10 @@ class Fleet {
   // kGangNumberTimeoutMs.
   absl::StatusOr<GangNumbers> NumberGang(uint64_t session, const std::vector<HostKey>& hosts)
       ABSL_LOCKS_EXCLUDED(gang_mutex_);
-  // `gang`'s numbers will never reach `hosts` (its launch was not sent), or, with
+  // `gang`'s numbers will never reach its hosts (its launch was not sent), or, with
   // `gang` null, `session` ended: its numbers no host has passed are void, so that hosts
   // do not wait for them. Blocks up to a second.
-  void VoidGangs(uint64_t session, const std::vector<HostKey>& hosts, const GangNumbers* gang);
+  void VoidGangs(uint64_t session, const GangNumbers* gang);
   // `tenant`'s share of device time where sessions share slices (the RM's
   // --tenant_shares; 1 for a tenant it does not name).
   double TenantShare(const std::string& tenant) const ABSL_LOCKS_EXCLUDED(shares_mutex_);

@@ -102,7 +102,7 @@ Session::~Session() {
   }
   // What its lanes did not carry to the hosts never will: other sessions' launches on
   // those hosts need not wait for them.
-  if (rm_gangs_) fleet_->VoidGangs(id_, {}, nullptr);
+  if (rm_gangs_) fleet_->VoidGangs(id_, nullptr);
 }
 
 absl::Status Session::Health() const {

@@ -650,13 +650,7 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
     } else {
       lost = sent.status();
       // No part went (a host is down): its peers must not wait for these numbers.
-      if (gang.has_value()) {
-        std::vector<HostKey> hosts;
-        for (const auto& part : executable.parts) {
-          hosts.emplace_back(part.worker->slice_index(), part.worker->host_index());
-        }
-        fleet_->VoidGangs(id_, hosts, &*gang);
-      }
+      if (gang.has_value()) fleet_->VoidGangs(id_, &*gang);
     }
   } else if (lost.ok()) {
     absl::StatusOr<WorkerConnection::Ticket> sent = executable.parts[0].worker->Send(

@@ -227,6 +227,40 @@ def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
             host.stop()
 
 
+def compile_over_both_hosts(session) -> int:
+    """Compiles a program over every device the session sees; its executable handle."""
+    init = session.request(init_request=s.InitRequest()).init_response
+    devices = sorted(d.id for d in init.all_devices)
+    compiled = session.request(compile_request=program_over(devices))
+    assert compiled.response_metadata.status.code == 0, compiled
+    return compiled.compile_response.loaded_executable_handle
+
+
+def launch_together(sessions, handles, per_session: int, hosts) -> None:
+    """Each session launches its program `per_session` times, all sessions at once;
+    returns once every host has been handed every launch."""
+    errors = []
+
+    def launch(session, handle):
+        for _ in range(per_session):
+            response = session.request(loaded_executable_execute_request=(
+                s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
+            if response.response_metadata.status.code != 0:
+                errors.append(response)
+
+    threads = [threading.Thread(target=launch, args=pair) for pair in zip(sessions, handles)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors[0]
+    expected = len(sessions) * per_session
+    deadline = time.monotonic() + 10
+    while not all(len(host.executes) == expected for host in hosts):
+        assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
+        time.sleep(0.05)
+
+
 def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(rm, proxy):
     """Two sessions launch programs spanning both hosts at once. Each session has its
     own Dispatch stream (lane) on each host, so the hosts cannot rely on one stream's
@@ -237,32 +271,8 @@ def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(
     try:
         ch = channel(proxy.target)
         sessions = [RawSession(ch) for _ in range(2)]
-        handles = []
-        for session in sessions:
-            init = session.request(init_request=s.InitRequest()).init_response
-            devices = sorted(d.id for d in init.all_devices)
-            compiled = session.request(compile_request=program_over(devices))
-            assert compiled.response_metadata.status.code == 0, compiled
-            handles.append(compiled.compile_response.loaded_executable_handle)
-        errors = []
-
-        def launch(session, handle):
-            for _ in range(per_session):
-                response = session.request(loaded_executable_execute_request=(
-                    s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
-                if response.response_metadata.status.code != 0:
-                    errors.append(response)
-
-        threads = [threading.Thread(target=launch, args=pair) for pair in zip(sessions, handles)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not errors, errors[0]
-        deadline = time.monotonic() + 10
-        while not all(len(host.executes) == 2 * per_session for host in hosts):
-            assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
-            time.sleep(0.05)
+        handles = [compile_over_both_hosts(session) for session in sessions]
+        launch_together(sessions, handles, per_session, hosts)
         for host in hosts:
             gangs = sorted(e.gang for e in host.executes)
             assert gangs == list(range(1, 2 * per_session + 1)), gangs
@@ -342,34 +352,9 @@ def test_two_proxies_launches_on_shared_hosts_start_in_the_rms_one_order(rm, spa
         proxies.append(f"127.0.0.1:{port}")
     per_session = 10
     try:
-        sessions, handles = [], []
-        for target in proxies:
-            session = RawSession(channel(target))
-            init = session.request(init_request=s.InitRequest()).init_response
-            devices = sorted(d.id for d in init.all_devices)
-            compiled = session.request(compile_request=program_over(devices))
-            assert compiled.response_metadata.status.code == 0, compiled
-            sessions.append(session)
-            handles.append(compiled.compile_response.loaded_executable_handle)
-        errors = []
-
-        def launch(session, handle):
-            for _ in range(per_session):
-                response = session.request(loaded_executable_execute_request=(
-                    s.LoadedExecutableExecuteRequest(loaded_executable_handle=handle)))
-                if response.response_metadata.status.code != 0:
-                    errors.append(response)
-
-        threads = [threading.Thread(target=launch, args=pair) for pair in zip(sessions, handles)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not errors, errors[0]
-        deadline = time.monotonic() + 10
-        while not all(len(host.executes) == 2 * per_session for host in hosts):
-            assert time.monotonic() < deadline, [len(host.executes) for host in hosts]
-            time.sleep(0.05)
+        sessions = [RawSession(channel(target)) for target in proxies]
+        handles = [compile_over_both_hosts(session) for session in sessions]
+        launch_together(sessions, handles, per_session, hosts)
         sequencers = {e.gang_sequencer for host in hosts for e in host.executes}
         assert len(sequencers) == 1 and 0 not in sequencers, sequencers
         for host in hosts:
