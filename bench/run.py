@@ -29,7 +29,12 @@ PER_SLICE = 2  # devices per worker: XLA CPU collectives need a thread per devic
 
 
 def case(system, name, *args, env=None, timeout=900):
-    cmd = [sys.executable, str(HERE / "cases.py"), system, name, *map(str, args)]
+    return run_case([sys.executable, str(HERE / "cases.py"), system, name, *map(str, args)],
+                    env=env, timeout=timeout)
+
+
+def run_case(cmd, env=None, timeout=900):
+    """Runs one client process; returns what it printed after `RESULT `."""
     result = subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True,
                             timeout=timeout)
     for line in result.stdout.splitlines():
@@ -232,7 +237,7 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache",
                                            "data_plane", "flood", "pool", "several_clients",
-                                           "shares", "transport"],
+                                           "rl", "shares", "transport"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -260,7 +265,9 @@ def main():
                               "unconfined", lambda: transport(2 if args.quick else 3),
                               render_transport),
                 "data_plane": ("buffers between workers: the bulk data plane against gRPC",
-                               lambda: data_plane(2 if args.quick else 3), render_data_plane)}
+                               lambda: data_plane(2 if args.quick else 3), render_data_plane),
+                "rl": ("Tunix RL across slices: weight sync, small fetches, GRPO steps",
+                       lambda: rl(args.quick), render_rl)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r: dict[str, Any] = {
@@ -350,11 +357,13 @@ def main():
     r["compile_cache"] = compile_cache()
     print("== Switchyard, elasticity: kill -9 a slice's worker under elastic training", flush=True)
     r["elastic"] = [elasticity() for _ in range(1 if quick else 3)]
+    print("== Tunix RL across slices: weight sync, small fetches, GRPO", flush=True)
+    r["rl"] = rl(quick)
     r["elapsed_s"] = time.time() - started
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "latest.json").write_text(json.dumps(r, indent=1))
-    report = render(r)
+    report = render(r) + "\n## Tunix RL across slices\n\n" + render_rl(r)
     (out / "latest.md").write_text(report)
     plot(r, out)
     print(report)
@@ -823,6 +832,73 @@ def data_plane(rounds, sizes=(16, 64, 256)):
         print(f"raw streams, round {round_ + 1}: {raw['unix'][-1]:.0f} {raw['tcp'][-1]:.0f}",
               flush=True)
     return {"runs": runs, "raw": raw, "sizes": list(map(str, sizes))}
+
+
+TUNIX_PYTHON = ROOT / ".venv-tunix" / "bin" / "python"
+
+
+def rl(quick):
+    """What an RL job through Switchyard pays (issue: the seed's workloads): the trainer's
+    weights to the sampler's slice (`jax.device_put` and Tunix's `reshard_pytree`) against
+    raw stream sockets and a raw gRPC stream of the same run, a sampler's small fetch
+    against local JAX, and GRPO steps/s (examples/rl_grpo.py) against the same run on
+    local JAX. Needs .venv-tunix (`./dev setup`)."""
+    if not TUNIX_PYTHON.exists():
+        raise SystemExit("the rl section needs the Tunix venv: run ./dev setup")
+    mib = 64 if quick else 256
+    raw = {family: raw_stream(family, mib, 2) for family in ("tcp", "unix")}
+    grpc = json.loads(subprocess.run(
+        [str(ROOT / "build" / "bench" / "grpc_stream_bench"), str(mib), "2"],
+        capture_output=True, text=True, check=True).stdout)
+    r: dict[str, Any] = {"mib": mib, "raw": raw,
+                         "grpc": {k: v * 1.048576 for k, v in grpc.items()}}
+    tunix = [str(TUNIX_PYTHON), str(HERE / "rl_cases.py")]
+    with switchyard.LocalCluster(workers=2, devices_per_worker=PER_SLICE) as c:
+        r["sync"] = run_case([*tunix, "sync", "--mib", str(mib), "--arrays", "1", "64", "256",
+                              "--reps", "3"], env=c.env())
+        r["fetch_proxy"] = run_case([*tunix, "fetch", "proxy"], env=c.env())
+        steps = 3 if quick else 8
+        grpo = subprocess.run([str(TUNIX_PYTHON), str(ROOT / "examples" / "rl_grpo.py"),
+                               "--target", c.target, "--steps", str(steps)],
+                              env={**os.environ, **c.env()}, capture_output=True, text=True,
+                              timeout=1200)
+        if grpo.returncode != 0:
+            raise RuntimeError(f"rl_grpo.py failed:\n{grpo.stderr[-3000:]}")
+    r["fetch_local"] = run_case([*tunix, "fetch", "local"])
+    for line in grpo.stdout.splitlines():
+        if line.startswith("steps/s:"):  # "steps/s: X through Switchyard, Y on local JAX"
+            words = line.split()
+            r["grpo"] = {"steps": steps, "proxy": float(words[1].rstrip(",")),
+                         "local": float(words[4].rstrip(","))}
+    return r
+
+
+def render_rl(r):
+    m = r["rl"]
+    raw, grpc = m["raw"], m["grpc"]
+    lines = [f"Trainer mesh on slice 0 to the sampler's on slice 1 (2 CPU devices each, Unix "
+             f"sockets), {m['mib']} MiB of float32 in all, best of 3 (median in brackets). "
+             f"Ceilings of the same run: raw Unix stream {raw['unix']:.0f} MB/s, raw TCP "
+             f"{raw['tcp']:.0f} MB/s, one raw gRPC stream {grpc['upload_mib_s']:.0f} MB/s.\n",
+             "| arrays | path | MB/s | x raw Unix | x raw TCP | x raw gRPC |",
+             "|---|---|---|---|---|---|"]
+    for arrays, row in m["sync"].items():
+        for path, v in row.items():
+            lines.append(f"| {arrays} | {path} | {v['best']:.0f} ({v['median']:.0f}) | "
+                         f"{v['best'] / raw['unix']:.2f} | {v['best'] / raw['tcp']:.2f} | "
+                         f"{v['best'] / grpc['upload_mib_s']:.2f} |")
+    p, lo = m["fetch_proxy"], m["fetch_local"]
+    lines += ["", "A sampler's fetch of 256 bytes (`jax.device_get`), ms:\n",
+              "| fetch | Switchyard p50 | p99 | local JAX p50 | p99 |", "|---|---|---|---|---|"]
+    for kind, label in (("ready", "of a computed array"), ("issued", "of a step just issued")):
+        lines.append(f"| {label} | {p[kind + '_p50_ms']:.3f} | {p[kind + '_p99_ms']:.3f} | "
+                     f"{lo[kind + '_p50_ms']:.3f} | {lo[kind + '_p99_ms']:.3f} |")
+    if "grpo" in m:
+        g = m["grpo"]
+        lines += ["", f"GRPO (examples/rl_grpo.py, {g['steps']} steps, trainer and sampler on "
+                  f"two slices): {g['proxy']:.3f} steps/s through Switchyard, {g['local']:.3f} "
+                  f"on local JAX: {g['proxy'] / g['local']:.2f}x."]
+    return "\n".join(lines) + "\n"
 
 
 def median(values):
