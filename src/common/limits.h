@@ -195,6 +195,13 @@ inline constexpr int64_t kBulkOffersMax = 4096;
 // its bytes. Larger ones are split into streams of at least kBulkStreamBytes, at most
 // kBulkStreamsMax of them, each on its own connection and thread.
 inline constexpr int64_t kBulkMinBytes = int64_t{1} << 20;
+// A request that moves many arrays between workers (a model's weights to another
+// slice) goes to each destination as batches of at most kAssembleBatchMax buffers (one
+// Dispatch operation: bounds its message and how long it holds its stream), whose pulls
+// run kAssembleParallel at a time: a small buffer's pull is mostly round trips, which
+// overlap (1.6x for two streams of 128 KiB pulls here); each holds one buffer's bytes.
+inline constexpr int64_t kAssembleBatchMax = 256;
+inline constexpr int64_t kAssembleParallel = 4;
 inline constexpr int64_t kBulkStreamBytes = int64_t{64} << 20;
 inline constexpr int64_t kBulkStreamsMax = 4;
 // A server copies ranges it cannot send in place through staging chunks of this size,

@@ -34,6 +34,7 @@
 #include "proxy/launch_budget.h"
 #include "proxy/plugin_program.h"
 #include "proxy/response_sink.h"
+#include "proxy/transfer_batch.h"
 #include "proxy/version.h"
 #include "proxy/worker_calls.h"
 #include "switchyard/worker.pb.h"
@@ -340,19 +341,19 @@ class Session {
   // the session thread: touches nothing of the session but `calls_`.
   static absl::StatusOr<std::unique_ptr<HostBytes>> FetchArray(
       const Array& array, const std::vector<int64_t>& byte_strides, CallSet* calls);
-  // Copies one shard to another device or memory, worker to worker; shares it when
-  // it is already there.
-  absl::StatusOr<std::shared_ptr<RemoteBuffer>> CopyShard(const Array& array, size_t index,
-                                                          int64_t to_device,
-                                                          const std::string& memory_kind);
+  // Copies shard `index` of `array` to shard `index` of `copy`, on another device or
+  // memory, worker to worker (sent with `batch`); shares it when it is already there.
+  absl::Status CopyShard(const Array& array, size_t index, int64_t to_device,
+                         const std::string& memory_kind, const std::shared_ptr<Array>& copy,
+                         TransferBatch& batch);
   // The memory kind a sharding puts on `device`: its own, or the device's default.
   std::string MemoryKind(const Sharding& sharding, int64_t device) const;
   // A new array with `spec`'s sharding, built on the destination workers from pieces
   // of `array`'s shards pulled worker to worker; shards already in place are reused
-  // when `reuse` allows it.
+  // when `reuse` allows it. The transfers go with `batch`.
   absl::StatusOr<std::shared_ptr<Array>> Reshard(const Array& array,
                                                  const ::xla::ifrt::ArraySpecProto& spec,
-                                                 bool reuse);
+                                                 bool reuse, TransferBatch& batch);
   absl::StatusOr<std::shared_ptr<Executable>> GetExecutable(uint64_t handle) const;
 
   const uint64_t id_;

@@ -50,15 +50,6 @@ std::shared_ptr<RemoteBuffer> LostShard(WorkerConnection* worker, int64_t device
   return RemoteBuffer::Lost(worker, device, worker->CheckEpoch(0));
 }
 
-// A transfer that failed for another reason than a lost worker (whose loss is logged
-// once, by its connection).
-void LogTransferFailure(absl::string_view what, WorkerConnection* worker,
-                        const absl::Status& status) {
-  if (!status.ok() && !absl::IsDataLoss(status)) {
-    SY_LOG(Warning) << what << " " << worker->address() << " failed: " << status;
-  }
-}
-
 // A piece of `source` for a transfer: where it is and the operation that makes it.
 void SetSource(const RemoteBuffer& source, WorkerConnection* destination, BufferPiece* piece) {
   piece->set_source_address(source.worker() == destination ? "" : source.worker()->address());
@@ -221,18 +212,20 @@ std::string Session::MemoryKind(const Sharding& sharding, int64_t device) const 
   return it == devices_.end() ? "" : it->second.info.default_memory_kind();
 }
 
-absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& array, size_t index,
-                                                                 int64_t to_device,
-                                                                 const std::string& memory_kind) {
+absl::Status Session::CopyShard(const Array& array, size_t index, int64_t to_device,
+                                const std::string& memory_kind, const std::shared_ptr<Array>& copy,
+                                TransferBatch& batch) {
   std::shared_ptr<RemoteBuffer> from = array.shards[index];
   if (from->device() == to_device && MemoryKind(array.sharding, from->device()) == memory_kind) {
-    return from;
+    copy->shards[index] = from;
+    return absl::OkStatus();
   }
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
   SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(to_device));
   // A copy of a lost shard, or to a lost slice, is accepted; using it reports the loss.
   if (absl::Status usable = from->Usable(); !usable.ok()) {
-    return RemoteBuffer::Lost(worker, to_device, usable);
+    copy->shards[index] = RemoteBuffer::Lost(worker, to_device, usable);
+    return absl::OkStatus();
   }
   AssembleBufferRequest request;
   BufferHeader* header = request.mutable_header();
@@ -244,18 +237,12 @@ absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::CopyShard(const Array& ar
   header->set_size_bytes(NumElements(dims) * HostElementBytes(array.dtype));
   header->set_memory_kind(memory_kind);
   SetSource(*from, worker, request.add_pieces());
-  const uint64_t id = header->buffer_id();
-  // The destination pulls straight from the source worker; `from` stays alive
-  // (not deleted on its worker) until the pull is done.
-  DispatchRequest op;
-  *op.mutable_assemble() = std::move(request);
-  // A local source must still be there: the copy goes out in the epoch it was made in.
-  absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
-      id_, std::move(op),
-      [worker, from](absl::Status status) { LogTransferFailure("transfer to", worker, status); },
-      from->worker() == worker ? from->made().epoch : 0);
-  if (!ticket.ok()) return RemoteBuffer::Lost(worker, to_device, ticket.status());
-  return std::make_shared<RemoteBuffer>(worker, id, to_device, *ticket);
+  // The destination pulls straight from the source worker; `from` stays alive (not
+  // deleted on its worker) until the pull is done. A local source must still be there:
+  // the copy goes out in the epoch it was made in.
+  const uint64_t epoch = from->worker() == worker ? from->made().epoch : 0;
+  batch.Add(worker, epoch, std::move(request), {from}, copy, index);
+  return absl::OkStatus();
 }
 
 absl::Status Session::HandleMakeArrayFromHostBuffer(
@@ -463,6 +450,7 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
   if (request.result_handles_size() != request.array_handles_size()) {
     return absl::InvalidArgumentError("one result handle per array is required");
   }
+  TransferBatch batch(id_, "transfer to");  // sent at the end, every array's at once
   for (int a = 0; a < request.array_handles_size(); ++a) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handles(a)));
     std::vector<int64_t> devices(request.device_ids().begin(), request.device_ids().end());
@@ -486,8 +474,8 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
     for (size_t i = 0; i < devices.size(); ++i) {
       SY_RETURN_IF_ERROR(SessionDevice(devices[i]).status());
       if (array->shards[i] == nullptr) continue;
-      SY_ASSIGN_OR_RETURN(copy->shards[i],
-                          CopyShard(*array, i, devices[i], MemoryKind(copy->sharding, devices[i])));
+      SY_RETURN_IF_ERROR(
+          CopyShard(*array, i, devices[i], MemoryKind(copy->sharding, devices[i]), copy, batch));
     }
     if (request.copy_semantics() == wire::ARRAY_COPY_SEMANTICS_DONATE_INPUT) array->deleted = true;
     SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(a), std::move(copy)));
@@ -498,7 +486,7 @@ absl::Status Session::HandleCopyArrays(const wire::CopyArraysRequest& request,
 
 absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
                                                         const ::xla::ifrt::ArraySpecProto& spec,
-                                                        bool reuse) {
+                                                        bool reuse, TransferBatch& batch) {
   SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(spec.dtype()));
   SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shape, FromShapeProto(spec.shape()));
   if (dtype != array.dtype || shape != array.shape) {
@@ -588,17 +576,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::Reshard(const Array& array,
       out->shards[j] = RemoteBuffer::Lost(worker, device, lost);
       continue;
     }
-    const uint64_t id = header->buffer_id();
-    DispatchRequest op;
-    *op.mutable_assemble() = std::move(request);
-    absl::StatusOr<WorkerConnection::Ticket> ticket = worker->Send(
-        id_, std::move(op),
-        [worker, sources](absl::Status status) {
-          LogTransferFailure("reshard on", worker, status);
-        },
-        local_epoch);
-    out->shards[j] = ticket.ok() ? std::make_shared<RemoteBuffer>(worker, id, device, *ticket)
-                                 : RemoteBuffer::Lost(worker, device, ticket.status());
+    batch.Add(worker, local_epoch, std::move(request), std::move(sources), out, j);
   }
   out->sharding = std::move(sharding);
   return out;
@@ -678,9 +656,10 @@ absl::Status Session::HandleReshardArrays(const wire::ReshardArraysRequest& requ
     return absl::InvalidArgumentError("one spec and one result handle per array are required");
   }
   const bool reuse = request.copy_semantics() != wire::ARRAY_COPY_SEMANTICS_ALWAYS_COPY;
+  TransferBatch batch(id_, "reshard on");  // sent at the end, every array's at once
   for (int a = 0; a < request.array_handles_size(); ++a) {
     SY_ASSIGN_OR_RETURN(auto array, arrays_.Get(request.array_handles(a)));
-    SY_ASSIGN_OR_RETURN(auto result, Reshard(*array, request.array_specs(a), reuse));
+    SY_ASSIGN_OR_RETURN(auto result, Reshard(*array, request.array_specs(a), reuse, batch));
     if (request.copy_semantics() == wire::ARRAY_COPY_SEMANTICS_DONATE_INPUT) array->deleted = true;
     SY_RETURN_IF_ERROR(arrays_.Add(request.result_handles(a), std::move(result)));
     response->add_array_handles(request.result_handles(a));

@@ -176,6 +176,7 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
       return absl::InvalidArgumentError(absl::StrCat(
           "the reshard was compiled for ", reshard->outputs.size(), " arrays, not ", args.size()));
     }
+    TransferBatch batch(id_, "reshard on");  // sent at the end, every array's at once
     for (size_t i = 0; i < args.size(); ++i) {
       const ReshardTarget& target = reshard->outputs[i];
       Sharding sharding{target.devices, std::nullopt, target.sharding};
@@ -184,9 +185,10 @@ absl::Status Session::ExecutePlugin(const Executable& executable,
       *spec.mutable_dtype() = ToDTypeProto(args[i]->dtype);
       *spec.mutable_shape() = ToShapeProto(args[i]->shape);
       *spec.mutable_sharding() = ToProto(sharding);
-      SY_ASSIGN_OR_RETURN(auto out, Reshard(*args[i], spec, /*reuse=*/true));
+      SY_ASSIGN_OR_RETURN(auto out, Reshard(*args[i], spec, /*reuse=*/true, batch));
       outputs.push_back(std::move(out));
     }
+    batch.Send();
     if (reshard->donate) {
       for (auto& arg : args) {
         arg->deleted = true;

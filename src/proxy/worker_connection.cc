@@ -96,6 +96,11 @@ bool WorkerConnection::TakesRmGangs() const {
   return view_.protocol_version >= WORKER_PROTOCOL_RM_GANGS && view_.address == address_;
 }
 
+bool WorkerConnection::TakesAssembleBatches() const {
+  absl::MutexLock lock(&mutex_);
+  return view_.protocol_version >= WORKER_PROTOCOL_ASSEMBLE_BATCHES && view_.address == address_;
+}
+
 bool WorkerConnection::MarkPutsUnreachable() {
   absl::MutexLock lock(&mutex_);
   if (puts_unreachable_at_ == address_) return false;

@@ -109,6 +109,9 @@ class WorkerConnection {
   // Whether the worker orders multi-host launches by the RM's numbers
   // (WORKER_PROTOCOL_RM_GANGS): if every host of a launch does, the RM numbers it.
   bool TakesRmGangs() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether the worker takes several transfers in one operation
+  // (WORKER_PROTOCOL_ASSEMBLE_BATCHES: DispatchRequest.assemble_buffers).
+  bool TakesAssembleBatches() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
   // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
   // waits on it, once its stream is cancelled.

@@ -1,7 +1,10 @@
 #include "worker/transfers.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +19,7 @@
 #include "common/limits.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "common/trace.h"
 #include "common/wire_numbers.h"
 #include "pjrt/buffer.h"
@@ -47,6 +51,21 @@ class BufferSource final : public bulk::Source {
   std::shared_ptr<const StoredBuffer> stored_;
   std::unique_ptr<HostBytes> whole_;
 };
+
+// A piece that is all of its source and all of the buffer (a reshard between equal
+// boxes names its coordinates; a copy leaves them out). The source's own dims are
+// checked once it arrives.
+bool IsWhole(const BufferPiece& piece, const std::vector<int64_t>& dims) {
+  auto zeros = [&](const auto& field) {
+    return field.empty() ||
+           (static_cast<size_t>(field.size()) == dims.size() &&
+            std::all_of(field.begin(), field.end(), [](int64_t v) { return v == 0; }));
+  };
+  const bool whole_size =
+      piece.size().empty() ||
+      std::equal(piece.size().begin(), piece.size().end(), dims.begin(), dims.end());
+  return zeros(piece.source_start()) && zeros(piece.dest_start()) && whole_size;
+}
 
 }  // namespace
 
@@ -249,17 +268,22 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
     return absl::StrCat("buffer ", header.buffer_id(), " (a transfer)");
   }));
   // The common case, a whole buffer moved: no cutting and pasting.
-  if (request.pieces_size() == 1 && request.pieces(0).source_start().empty() &&
-      request.pieces(0).size().empty() && request.pieces(0).dest_start().empty()) {
-    SY_ASSIGN_OR_RETURN(Source source, Fetch(request.pieces(0)));
-    if (source.dims != dims) return absl::InvalidArgumentError("source shape differs");
-    SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims,
-                                                                  ordinal, header.memory_kind()));
-    return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
+  std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
+  if (request.pieces_size() == 1 && IsWhole(request.pieces(0), dims)) {
+    const BufferPiece& piece = request.pieces(0);
+    SY_ASSIGN_OR_RETURN(Source source, Fetch(piece));
+    if (source.dims == dims) {
+      SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims,
+                                                                    ordinal, header.memory_kind()));
+      return buffers_->Add(header.buffer_id(), header.device_id(), std::move(buffer), owner);
+    }
+    if (piece.size().empty()) return absl::InvalidArgumentError("source shape differs");
+    // A corner of a bigger source: cut below.
+    fetched.emplace(std::make_pair(piece.source_address(), piece.source_buffer_id()),
+                    std::move(source));
   }
   SY_ASSIGN_OR_RETURN(std::unique_ptr<HostBytes> data, HostBytes::Allocate(size));
   std::memset(data->data(), 0, data->size());
-  std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
   for (const BufferPiece& piece : request.pieces()) {
     auto key = std::make_pair(piece.source_address(), piece.source_buffer_id());
     auto it = fetched.find(key);
@@ -314,6 +338,37 @@ absl::Status Transfers::Assemble(const AssembleBufferRequest& request, uint64_t 
     buffers_->AddError(request.header().buffer_id(), status, owner);
   }
   return status;
+}
+
+absl::Status Transfers::AssembleAll(const AssembleBuffersRequest& request, uint64_t owner) {
+  const int count = request.buffers_size();
+  if (count > limits::kAssembleBatchMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a batch of ", count, " buffers; at most ", limits::kAssembleBatchMax));
+  }
+  trace::Scoped span(absl::StrCat("assemble ", count, " buffers"), "transfer");
+  std::atomic<int> next{0};
+  absl::Mutex mutex;
+  absl::Status first;
+  auto work = [&] {
+    for (int i = next++; i < count; i = next++) {
+      absl::Status status = Assemble(request.buffers(i), owner);
+      if (status.ok()) continue;
+      absl::MutexLock lock(&mutex);
+      if (first.ok()) first = std::move(status);
+    }
+  };
+  std::vector<std::thread> helpers;
+  const int64_t parallel = std::min<int64_t>(count, limits::kAssembleParallel);
+  for (int64_t h = 1; h < parallel; ++h) {
+    helpers.emplace_back([&] {
+      NameThisThread("sy-assemble");
+      work();
+    });
+  }
+  work();
+  for (std::thread& helper : helpers) helper.join();
+  return first;
 }
 
 }  // namespace switchyard::worker

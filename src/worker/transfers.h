@@ -40,6 +40,12 @@ class Transfers {
   // returns it. A source on a peer that cannot be reached is DATA_LOSS.
   absl::Status Assemble(const AssembleBufferRequest& request, uint64_t owner = 0)
       ABSL_LOCKS_EXCLUDED(mutex_);
+  // Each buffer of `request` as Assemble makes it, up to limits::kAssembleParallel at a
+  // time (the caller's thread and `sy-assemble` threads that end with the batch).
+  // Returns once every one is made or stored as failed: the first failure, if any.
+  // INVALID_ARGUMENT, making none, for more than limits::kAssembleBatchMax.
+  absl::Status AssembleAll(const AssembleBuffersRequest& request, uint64_t owner = 0)
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
   // For /metrics: bytes pulled on peers' data planes, and pulls that went back to gRPC
   // because a data plane could not be reached.

@@ -515,6 +515,9 @@ grpc::Status WorkerService::Dispatch(
       case DispatchRequest::kAssemble:
         status = transfers_->Assemble(request.assemble(), owner);
         break;
+      case DispatchRequest::kAssembleBuffers:
+        status = transfers_->AssembleAll(request.assemble_buffers(), owner);
+        break;
       case DispatchRequest::kDeleteBuffers:
         buffers_->Delete({request.delete_buffers().buffer_ids().begin(),
                           request.delete_buffers().buffer_ids().end()});

@@ -9,6 +9,7 @@ import copy
 from typing import Any
 
 import grpc
+import numpy as np
 import pytest
 from google.protobuf import descriptor as d
 
@@ -283,3 +284,56 @@ def test_worker_refuses_boundary_values_in_headers_and_pieces(cluster):
     assert all(a.code not in (2, 13) for a in answers), [a for a in answers if a.code in (2, 13)]
     assert sent + len(requests) >= 100
     assert cluster.child_pid("worker", 0) == worker_pid, "the worker restarted: it crashed"
+
+
+def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
+    """DispatchRequest.assemble_buffers (how a proxy moves many arrays at once): each
+    buffer is made as a lone assemble would make it, a bad one fails alone and its
+    failure answers the batch, and a batch over the bound is refused whole."""
+    address = cluster.worker_addresses()[0]
+    ch = grpc.insecure_channel(address)
+    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
+                          request_serializer=WORKER_CHUNK.SerializeToString,
+                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    values = np.arange(4, dtype=np.float32)
+    put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
+        buffer_id=90, device_id=0, dtype=c.F32, dims=[2, 2], size_bytes=16),
+        data=values.tobytes())]), timeout=10)
+
+    def make(buffer_id, **piece):
+        return worker_pb2.AssembleBufferRequest(
+            header=worker_pb2.BufferHeader(buffer_id=buffer_id, device_id=0, dtype=c.F32,
+                                           dims=[2, 2], size_bytes=16),
+            pieces=[worker_pb2.BufferPiece(source_buffer_id=90, **piece)])
+
+    batch = worker_pb2.AssembleBuffersRequest(buffers=[
+        make(91),  # a copy
+        make(92, source_start=[0, 0], size=[2, 2], dest_start=[0, 0]),  # a reshard's piece
+        make(93, source_start=[0, 0], size=[1, 2], dest_start=[1, 0]),  # half of it
+        make(94, source_start=[3, 0], size=[2, 2], dest_start=[0, 0])])  # outside: refused
+    oversized = worker_pb2.AssembleBuffersRequest(
+        buffers=[make(1000 + i) for i in range(257)])
+    dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
+                                request_serializer=worker_pb2.DispatchRequest.SerializeToString,
+                                response_deserializer=worker_pb2.DispatchResponse.FromString)
+    answers = list(dispatch(iter([
+        worker_pb2.DispatchRequest(seq=1, assemble_buffers=batch, reply=True),
+        worker_pb2.DispatchRequest(seq=2, assemble_buffers=oversized, reply=True)]), timeout=60))
+    assert [a.code for a in answers] == [grpc.StatusCode.INVALID_ARGUMENT.value[0]] * 2, answers
+    assert "outside" in answers[0].message and "at most 256" in answers[1].message, answers
+    get = ch.unary_stream("/switchyard.Worker/GetBuffer",
+                          request_serializer=worker_pb2.GetBufferRequest.SerializeToString,
+                          response_deserializer=worker_pb2.GetBufferChunk.FromString)
+
+    def read(buffer_id):
+        chunks = list(get(worker_pb2.GetBufferRequest(buffer_id=buffer_id), timeout=10))
+        return np.frombuffer(b"".join(ch.data for ch in chunks), np.float32)
+
+    np.testing.assert_array_equal(read(91), values)
+    np.testing.assert_array_equal(read(92), values)
+    np.testing.assert_array_equal(read(93), [0, 0, 0, 1])
+    for missing in (94, 1000):
+        with pytest.raises(grpc.RpcError) as failed:
+            read(missing)
+        assert failed.value.code() in (grpc.StatusCode.NOT_FOUND,
+                                       grpc.StatusCode.INVALID_ARGUMENT), failed.value
