@@ -40,8 +40,9 @@ m0, m1 = Mesh(np.array(s0), ("x",)), Mesh(np.array(s1), ("x",))
 z = jax.device_put(jax.device_put(a, NamedSharding(m0, P("x"))), NamedSharding(m1, P(None, "x")))
 np.testing.assert_array_equal(np.asarray(z), a)
 # Fetches to the client: the proxy reads these from the worker's data plane (from
-# 1 MiB), every dtype, sizes around the floor and the plane's chunks, sharded too.
-for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**20), (np.uint8, 2**20 - 1),
+# 512 KiB), every dtype, sizes around the floor and the plane's chunks, sharded too.
+for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**19), (np.uint8, 2**19 - 1),
+                 (np.int8, 2**20), (np.uint8, 2**20 - 1),
                  (np.int16, 5 * 2**19 + 3), (np.float16, 2**20 + 1),
                  (jax.numpy.bfloat16, 3 * 2**20 + 5), (np.int32, 2**20 + 7), (np.uint32, 2**18),
                  (np.float32, 9 * 2**18 + 1), (np.complex64, 2**18 + 3),
