@@ -10,8 +10,14 @@ match step for step.
 
 Needs Tunix (`pip install google-tunix==0.1.7`; `./dev test` makes `.venv-tunix`).
 
+With `--resume` Tunix checkpoints every step; a slice lost mid-run (DATA_LOSS) is
+waited for and the run resumed from its last checkpoint, compared with the same resume
+on local JAX. (Tunix's resume does not retrace an unbroken run exactly: after a restore
+the first step's samples differ, on local JAX as here.)
+
     python examples/rl_grpo.py                 # starts a 2-slice local cluster
     python examples/rl_grpo.py --target grpc://127.0.0.1:29000
+    python examples/rl_grpo.py --steps 8 --resume
 """
 
 import argparse
@@ -21,9 +27,11 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 DEVICES_PER_SLICE = 2
+RESUMES_MAX = 3
 DIGITS = "0123456789"
 
 
@@ -62,12 +70,15 @@ def digit_reward(prompts, completions, answer, **kwargs):
     return rewards
 
 
-def run_grpo(steps, trainer_devices, rollout_devices, seed=0):
-    """Runs `steps` GRPO steps; returns the per-step rewards and loss."""
+def run_grpo(steps, trainer_devices, rollout_devices, seed=0, checkpoint_dir=None):
+    """Runs GRPO up to step `steps` (from the last checkpoint in `checkpoint_dir`, if
+    any: Tunix restores it); returns the rewards and loss of the steps it ran and a
+    digest of the trained parameters."""
     import grain.python as grain
     import jax
     import numpy as np
     import optax
+    import orbax.checkpoint as ocp
     from flax import nnx
     from tunix.models.llama3 import model as llama3
     from tunix.rl import rl_cluster as rl_cluster_lib
@@ -99,13 +110,18 @@ def run_grpo(steps, trainer_devices, rollout_devices, seed=0):
         rollout_engine="vanilla",
         offload_to_cpu=False,
         training_config=rl_cluster_lib.RLTrainingConfig(
-            actor_optimizer=optax.adam(3e-3), eval_every_n_steps=1000, max_steps=steps),
+            actor_optimizer=optax.adam(3e-3), eval_every_n_steps=1000, max_steps=steps,
+            checkpoint_root_directory=checkpoint_dir,
+            checkpointing_options=ocp.CheckpointManagerOptions(save_interval_steps=1,
+                                                               max_to_keep=2)),
         rollout_config=base_rollout.RolloutConfig(
             max_tokens_to_generate=4, max_prompt_length=8, kv_cache_size=32,
             temperature=1.0, seed=jax.random.PRNGKey(seed)),
     )
     cluster = rl_cluster_lib.RLCluster(actor=actor, reference=reference, tokenizer=tokenizer,
                                        cluster_config=cluster_config)
+    cluster.with_external_metrics_logger(
+        lambda buffer: print(f"global step {buffer.global_steps} done", flush=True))
     learner = grpo_learner.GRPOLearner(
         rl_cluster=cluster, reward_fns=digit_reward,
         algo_config=grpo_learner.GRPOConfig(num_generations=4, num_iterations=1, beta=0.04))
@@ -121,45 +137,107 @@ def run_grpo(steps, trainer_devices, rollout_devices, seed=0):
     seconds = time.perf_counter() - start
     rewards = cluster._rl_metrics_logger.get_metric_history("rewards", "sum", "train")
     loss = cluster.actor_trainer.metrics_logger.get_metric_history("actor", "loss", "train")
+    trained = nnx.state(cluster.actor_trainer.model, nnx.Param)
     result = {"rewards": [float(r) for r in rewards], "loss": [float(x) for x in loss],
-              "steps_per_s": steps / seconds}
+              "steps_per_s": len(rewards) / seconds,
+              "params": [float(np.abs(np.asarray(x, np.float64)).sum())
+                         for x in jax.tree.leaves(trained)]}
+    del trained
     del learner, cluster, actor, reference
     gc.collect()
     return result
 
 
-def run_local(steps):
-    """The same run on JAX's own CPU backend, in a child process (JAX_PLATFORMS differs)."""
+def run_local(steps, resumed_at=0):
+    """The same run on JAX's own CPU backend, in a child process (JAX_PLATFORMS differs);
+    stopped after `resumed_at` steps and resumed from its checkpoint, as the run through
+    Switchyard was."""
     env = dict(os.environ, JAX_PLATFORMS="cpu",
                XLA_FLAGS=f"--xla_force_host_platform_device_count={2 * DEVICES_PER_SLICE}")
-    out = subprocess.run([sys.executable, __file__, "--local", "--steps", str(steps)], env=env,
+    out = subprocess.run([sys.executable, __file__, "--local", "--steps", str(steps),
+                          "--local_resumed_at", str(resumed_at)], env=env,
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+def local_main(args):
+    import jax
+    devices = jax.devices()
+    trainer, rollout = devices[:DEVICES_PER_SLICE], devices[DEVICES_PER_SLICE:2 * DEVICES_PER_SLICE]
+    if not args.local_resumed_at:
+        print(json.dumps(run_grpo(args.steps, trainer, rollout)))
+        return
+    with tempfile.TemporaryDirectory(prefix="rl_grpo-") as checkpoints:
+        run_grpo(args.local_resumed_at, trainer, rollout, checkpoint_dir=checkpoints)
+        print(json.dumps(run_grpo(args.steps, trainer, rollout, checkpoint_dir=checkpoints)))
+
+
+def wait_for(devices, timeout_s=120):
+    """Until a value can be put on each of `devices` (a lost slice is back), or raises."""
+    import jax
+    import numpy as np
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            jax.block_until_ready([jax.device_put(np.zeros(1), d) for d in devices])
+            return
+        except jax.errors.JaxRuntimeError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
+def run_remote(args, target):
+    """Through Switchyard. With --resume, Tunix checkpoints every step, and a lost slice
+    (DATA_LOSS) is waited for and the run resumed from its last checkpoint: the trainer's
+    state survives, and the steps after it are those an unbroken run takes."""
+    import jax
+
+    import switchyard
+    os.environ["JAX_PLATFORMS"] = "proxy"  # Tunix picks its weight-sync path by it.
+    switchyard.initialize(target)
+    trainer, rollout = switchyard.slice_devices(0), switchyard.slice_devices(1)
+    with tempfile.TemporaryDirectory(prefix="rl_grpo-") as checkpoints:
+        for attempt in range(RESUMES_MAX + 1):
+            try:
+                return run_grpo(args.steps, trainer, rollout,
+                                checkpoint_dir=checkpoints if args.resume else None)
+            except jax.errors.JaxRuntimeError as e:
+                if not args.resume or "DATA_LOSS" not in str(e) or attempt == RESUMES_MAX:
+                    raise
+                print(f"lost a slice ({str(e).splitlines()[0]}); resuming from the last "
+                      "checkpoint once it is back", flush=True)
+            gc.collect()  # the broken run's arrays
+            wait_for(trainer + rollout)
+    raise AssertionError("unreachable")
 
 
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", help="proxy address; default: start a local cluster")
     parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--resume", action="store_true",
+                        help="checkpoint every step; after a lost slice, resume from there")
     parser.add_argument("--local", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--local_resumed_at", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.local:
-        import jax
-        devices = jax.devices()
-        print(json.dumps(run_grpo(args.steps, devices[:DEVICES_PER_SLICE],
-                                  devices[DEVICES_PER_SLICE:2 * DEVICES_PER_SLICE])))
+        local_main(args)
         return
 
     import switchyard
     cluster = (contextlib.nullcontext() if args.target else
                switchyard.LocalCluster(workers=2, devices_per_worker=DEVICES_PER_SLICE))
     with cluster as c:
-        os.environ["JAX_PLATFORMS"] = "proxy"  # Tunix picks its weight-sync path by it.
-        switchyard.initialize(args.target if c is None else c.target)
-        remote = run_grpo(args.steps, switchyard.slice_devices(0), switchyard.slice_devices(1))
-    local = run_local(args.steps)
+        remote = run_remote(args, args.target if c is None else c.target)
+    # A resumed run reports the steps from its checkpoint on; Tunix's resume is compared
+    # with the same resume on local JAX.
+    first = args.steps - len(remote["rewards"])
+    if first:
+        print(f"resumed at step {first}")
+    local = run_local(args.steps, resumed_at=first)
     for step, (reward, loss, local_reward, local_loss) in enumerate(
-            zip(remote["rewards"], remote["loss"], local["rewards"], local["loss"])):
+            zip(remote["rewards"], remote["loss"], local["rewards"], local["loss"]), start=first):
         print(f"step {step}: reward sum {reward:.4f} (local {local_reward:.4f})  "
               f"loss {loss:.6f} (local {local_loss:.6f})")
     print(f"steps/s: {remote['steps_per_s']:.3f} through Switchyard, "
@@ -167,7 +245,8 @@ def main():
     import numpy as np
     np.testing.assert_allclose(remote["rewards"], local["rewards"], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(remote["loss"], local["loss"], rtol=1e-4, atol=1e-5)
-    print("rewards and loss match local JAX step for step")
+    np.testing.assert_allclose(remote["params"], local["params"], rtol=1e-5)
+    print("rewards and loss match local JAX step for step; so do the trained parameters")
 
 
 if __name__ == "__main__":
