@@ -1,8 +1,10 @@
 """The frameworks users bring, unmodified, from their own venv (./dev setup makes
 .venv-tunix): Tunix's GRPO with its trainer on one slice and its sampler on another,
 through a real local cluster, compared step for step with the same run on JAX's CPU,
-and resumed from its checkpoint after its sampler's slice is killed."""
+and resumed from its checkpoint after its sampler's slice is killed; MaxText's own
+pre-training (./dev setup makes .venv-maxtext), checkpointed and restored."""
 
+import json
 import os
 import pathlib
 import signal
@@ -64,3 +66,51 @@ def test_tunix_grpo_resumes_after_its_sampler_slice_is_killed():
     assert proc.returncode == 0, out[-2000:] + err[-4000:]
     assert "lost a slice (DATA_LOSS" in out and "resumed at step" in out, out
     assert "so do the trained parameters" in out, out
+
+
+MAXTEXT_PYTHON = ROOT / ".venv-maxtext" / "bin" / "python"
+# A tiny decoder on synthetic data; checkpoints at steps 0, 2 and 4.
+MAXTEXT_FLAGS = ["run_name=tiny", "dataset_type=synthetic", "per_device_batch_size=1",
+                 "max_target_length=64", "base_emb_dim=64", "base_mlp_dim=128",
+                 "base_num_decoder_layers=2", "base_num_query_heads=2", "base_num_kv_heads=2",
+                 "head_dim=32", "vocab_size=256", "enable_checkpointing=true",
+                 "checkpoint_period=2", "async_checkpointing=false", "hardware=cpu"]
+
+
+def maxtext_losses(out: pathlib.Path, env: dict, *flags: str) -> dict[int, float]:
+    """MaxText's own trainer to step 5, then again to step 8 (it restores its last
+    checkpoint, step 4): the loss of each step it ran, from its metrics files."""
+    config = subprocess.run([str(MAXTEXT_PYTHON), "-c", "import maxtext, os; print(os.path."
+                             "join(os.path.dirname(maxtext.__file__), 'configs', 'base.yml'))"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    losses = {}
+    for steps in (5, 8):
+        metrics = out / f"metrics-{steps}.jsonl"
+        result = subprocess.run(
+            [str(MAXTEXT_PYTHON), "-m", "maxtext.trainers.pre_train.train", config,
+             f"base_output_directory={out}", f"steps={steps}", f"metrics_file={metrics}",
+             *MAXTEXT_FLAGS, *flags], env=env, capture_output=True, text=True, timeout=600)
+        assert result.returncode == 0, result.stderr[-4000:]
+        for line in metrics.read_text().splitlines():
+            record = json.loads(line)
+            losses[int(record["step"])] = record["learning/loss"]
+    assert sorted(os.listdir(out / "tiny" / "checkpoints"))[:3] == ["0", "2", "4"]
+    return losses
+
+
+def test_maxtext_pretrains_checkpoints_and_resumes_matching_local_jax(tmp_path):
+    """MaxText pre-training, unmodified, on one slice of 4 devices (SPMD within the
+    worker; `enable_single_controller`, so it calls pathwaysutils.initialize() and takes
+    the Pathways checkpoint path), checkpointed and restored: the loss of every step
+    matches the same two runs on local JAX."""
+    assert MAXTEXT_PYTHON.exists(), "run ./dev setup: the MaxText venv (.venv-maxtext) is missing"
+    local = maxtext_losses(tmp_path / "local", {
+        **os.environ, "JAX_PLATFORMS": "cpu",
+        "XLA_FLAGS": "--xla_force_host_platform_device_count=4"},
+        "skip_jax_distributed_system=true")
+    with switchyard.LocalCluster(workers=1, devices_per_worker=4) as cluster:
+        remote = maxtext_losses(tmp_path / "remote", {**os.environ, **cluster.env()},
+                                "enable_single_controller=true")
+    assert sorted(local) == sorted(remote) == list(range(8)), (local, remote)
+    for step, loss in local.items():
+        assert abs(remote[step] - loss) <= 1e-5 * abs(loss), (step, remote[step], loss)
