@@ -39,6 +39,41 @@ def test_tunix_grpo_across_slices_matches_local_jax(cluster):
     assert worker_buffers(cluster) == 0
 
 
+MEMORY_KINDS = """
+import numpy as np, switchyard
+switchyard.initialize()
+import jax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from tunix.rl import reshard
+meshes = [Mesh(np.array(switchyard.slice_devices(s)).reshape(-1, 1), ("fsdp", "tp"))
+          for s in (0, 1)]
+weights = {"a": jax.device_put(np.arange(64, dtype=np.float32).reshape(8, 8),
+                               NamedSharding(meshes[0], P("fsdp"))),
+           "b": jax.device_put(np.ones((4, 6), np.float32), NamedSharding(meshes[0], P()))}
+to_host = {"a": NamedSharding(meshes[1], P("fsdp"), memory_kind="pinned_host"),
+           "b": NamedSharding(meshes[1], P(None, "fsdp"), memory_kind="pinned_host")}
+for move in (jax.device_put, reshard.reshard_pytree):
+    host = move(weights, to_host)
+    back = move(host, jax.tree.map(lambda w: w.sharding, weights))
+    for name, w in weights.items():
+        assert host[name].sharding.memory_kind == "pinned_host", host[name].sharding
+        assert back[name].sharding.memory_kind == "device", back[name].sharding
+        np.testing.assert_array_equal(np.asarray(host[name]), np.asarray(w))
+        np.testing.assert_array_equal(np.asarray(back[name]), np.asarray(w))
+print("OK")
+"""
+
+
+def test_tunix_reshards_weights_to_pinned_host_memory_of_another_slice(cluster):
+    """Tunix's reshard_pytree (and device_put) from device memory on slice 0 to
+    `pinned_host` on slice 1, resharded on the way, and back: exact values."""
+    assert TUNIX_PYTHON.exists(), "run ./dev setup: the Tunix venv (.venv-tunix) is missing"
+    result = subprocess.run([str(TUNIX_PYTHON), "-c", MEMORY_KINDS],
+                            env={**os.environ, **cluster.env()}, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-4000:]
+
+
 def test_tunix_grpo_resumes_after_its_sampler_slice_is_killed():
     """kill -9 of the sampler's worker mid-run: the client gets DATA_LOSS, waits for the
     slice to come back (`up` restarts the worker) and resumes from Tunix's last checkpoint;
