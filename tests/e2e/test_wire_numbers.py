@@ -312,7 +312,7 @@ def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
         make(93, source_start=[0, 0], size=[1, 2], dest_start=[1, 0]),  # half of it
         make(94, source_start=[3, 0], size=[2, 2], dest_start=[0, 0])])  # outside: refused
     oversized = worker_pb2.AssembleBuffersRequest(
-        buffers=[make(1000 + i) for i in range(257)])
+        buffers=[make(900_000 + i) for i in range(257)])  # ids no other test here uses
     dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
                                 request_serializer=worker_pb2.DispatchRequest.SerializeToString,
                                 response_deserializer=worker_pb2.DispatchResponse.FromString)
@@ -332,7 +332,7 @@ def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
     np.testing.assert_array_equal(read(91), values)
     np.testing.assert_array_equal(read(92), values)
     np.testing.assert_array_equal(read(93), [0, 0, 0, 1])
-    for missing in (94, 1000):
+    for missing in (94, 900_000):
         with pytest.raises(grpc.RpcError) as failed:
             read(missing)
         assert failed.value.code() in (grpc.StatusCode.NOT_FOUND,
