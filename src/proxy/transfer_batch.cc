@@ -34,34 +34,29 @@ void TransferBatch::SendGroup(WorkerConnection* worker, uint64_t expected_epoch,
   const bool batches = worker->TakesAssembleBatches();
   std::vector<Item>& items = group.items;
   for (size_t start = 0; start < items.size();) {
-    const size_t count =
-        batches ? std::min<size_t>(items.size() - start, limits::kAssembleBatchMax) : 1;
+    const size_t end =
+        batches ? std::min<size_t>(items.size(), start + limits::kAssembleBatchMax) : start + 1;
+    // Each shard's id and device, read before its request moves into the operation.
+    std::vector<BufferHeader> made;
     DispatchRequest op;
-    if (count == 1) {
-      *op.mutable_assemble() = std::move(items[start].request);
-    } else {
-      for (size_t i = start; i < start + count; ++i) {
+    for (size_t i = start; i < end; ++i) {
+      made.push_back(items[i].request.header());
+      if (end - start == 1) {
+        *op.mutable_assemble() = std::move(items[i].request);
+      } else {
         *op.mutable_assemble_buffers()->add_buffers() = std::move(items[i].request);
       }
     }
-    // The ids and devices, read before the requests move into the operation.
-    std::vector<std::pair<uint64_t, int64_t>> made;
-    auto header_of = [&](size_t i) -> const BufferHeader& {
-      return count == 1 ? op.assemble().header()
-                        : op.assemble_buffers().buffers(static_cast<int>(i - start)).header();
-    };
-    for (size_t i = start; i < start + count; ++i) {
-      made.emplace_back(header_of(i).buffer_id(), header_of(i).device_id());
-    }
     absl::StatusOr<WorkerConnection::Ticket> ticket =
         worker->Send(lane_, std::move(op), done, expected_epoch);
-    for (size_t i = 0; i < count; ++i) {
-      const auto [id, device] = made[i];
-      items[start + i].array->shards[items[start + i].shard] =
-          ticket.ok() ? std::make_shared<RemoteBuffer>(worker, id, device, *ticket)
-                      : RemoteBuffer::Lost(worker, device, ticket.status());
+    for (size_t i = start; i < end; ++i) {
+      const BufferHeader& header = made[i - start];
+      items[i].array->shards[items[i].shard] =
+          ticket.ok() ? std::make_shared<RemoteBuffer>(worker, header.buffer_id(),
+                                                       header.device_id(), *ticket)
+                      : RemoteBuffer::Lost(worker, header.device_id(), ticket.status());
     }
-    start += count;
+    start = end;
   }
 }
 
