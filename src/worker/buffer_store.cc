@@ -43,11 +43,12 @@ absl::StatusOr<BufferStore::Reservation> BufferStore::Reserve(
 }
 
 absl::Status BufferStore::Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
-                              uint64_t owner) {
+                              uint64_t owner, bool launched) {
   if (id == 0) return absl::InvalidArgumentError("buffer id 0 is reserved");
   auto entry = std::make_shared<StoredBuffer>();
   entry->device_id = device_id;
   entry->owner = owner;
+  entry->launched = launched;
   entry->buffer = std::move(buffer);
   absl::MutexLock lock(&mutex_);
   auto [it, inserted] = buffers_.try_emplace(id, entry);

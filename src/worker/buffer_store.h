@@ -29,6 +29,9 @@ struct StoredBuffer {
   bool is_strings = false;
   std::vector<std::string> strings;
   std::vector<int64_t> dims;  // of the strings
+  // An output of a launch on this worker: computed when that launch is, which the
+  // device's own order of launches already accounts for (no need to watch it).
+  bool launched = false;
 };
 
 class BufferStore {
@@ -65,7 +68,7 @@ class BufferStore {
       ABSL_LOCKS_EXCLUDED(mutex_);
   // INVALID_ARGUMENT for id 0; ALREADY_EXISTS for an id in use.
   absl::Status Add(uint64_t id, int64_t device_id, std::unique_ptr<pjrt::Buffer> buffer,
-                   uint64_t owner = 0) ABSL_LOCKS_EXCLUDED(mutex_);
+                   uint64_t owner = 0, bool launched = false) ABSL_LOCKS_EXCLUDED(mutex_);
   // A string array's shard; the same errors as `Add`.
   absl::Status AddStrings(uint64_t id, int64_t device_id, std::vector<int64_t> dims,
                           std::vector<std::string> strings, uint64_t owner = 0)

@@ -487,10 +487,13 @@ uint64_t Executor::AwaitLaunchTurn(const ExecuteRequest& request, uint64_t owner
 void Executor::WatchInputs(const std::shared_ptr<FinishOnce>& finish,
                            const LaunchArguments& arguments) {
   // Asked only while flows compete: it costs an event per input. An input ready already
-  // answers at once, on this thread: it changes nothing.
+  // answers at once, on this thread: it changes nothing. An earlier launch's output is
+  // not watched: the device's order covers it, and a callback that runs late (a loaded
+  // host) would take the launch's own compute time for waiting.
   std::weak_ptr<FinishOnce> weak = finish;
   const std::thread::id here = std::this_thread::get_id();
   for (const auto& stored : arguments.held) {
+    if (stored->launched) continue;
     stored->buffer->OnReady([weak, here](absl::Status) {
       if (std::this_thread::get_id() == here) return;
       const int64_t now = absl::GetCurrentTimeNanos();
@@ -513,7 +516,7 @@ absl::Status Executor::StoreOutputs(const ExecuteRequest& request,
       absl::Status added = device_id.status();
       if (added.ok()) {
         added = buffers_->Add(request.outputs(d).ids(o), *device_id,
-                              std::move(launch.outputs[d][o]), owner);
+                              std::move(launch.outputs[d][o]), owner, /*launched=*/true);
       }
       if (status.ok()) status = added;
     }
@@ -639,20 +642,25 @@ absl::Status Executor::Launch(const ExecuteRequest& request, uint64_t owner,
 
 Executor::FinishOnce::~FinishOnce() {
   if (!armed) return;
-  const absl::Time now = absl::Now();
-  trace::Record(executable->name(), "launch", handed_over, now, lane, session);
-  absl::MutexLock lock(&gate->mutex);
-  RecentLaunch recent;
-  const int64_t ready = inputs_ready_ns.load();
-  recent.set_device_seconds(gate->launches.Finish(
-      ticket, now, ready == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ready)));
-  recent.set_program(executable->name());
-  recent.set_tenant(tenant);
-  recent.set_finished_unix_ms(absl::ToUnixMillis(now));
-  gate->recent.push_front(std::move(recent));
-  if (gate->recent.size() > static_cast<size_t>(limits::kRecentLaunchesKept)) {
-    gate->recent.pop_back();
+  absl::Time now;
+  {
+    absl::MutexLock lock(&gate->mutex);
+    // Read under the lock: of launches ending on two threads at once, the later seen is
+    // charged from the earlier's end, never nothing.
+    now = absl::Now();
+    RecentLaunch recent;
+    const int64_t ready = inputs_ready_ns.load();
+    recent.set_device_seconds(gate->launches.Finish(
+        ticket, now, ready == 0 ? absl::InfinitePast() : absl::FromUnixNanos(ready)));
+    recent.set_program(executable->name());
+    recent.set_tenant(tenant);
+    recent.set_finished_unix_ms(absl::ToUnixMillis(now));
+    gate->recent.push_front(std::move(recent));
+    if (gate->recent.size() > static_cast<size_t>(limits::kRecentLaunchesKept)) {
+      gate->recent.pop_back();
+    }
   }
+  trace::Record(executable->name(), "launch", handed_over, now, lane, session);
 }
 
 void Executor::AddStats(WorkerStats* stats) const {
