@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
+#include "common/trace.h"
 #include "common/wire_record.h"
 #include "google/protobuf/descriptor.h"
 #include "proxy/host_buffer_wire.h"
@@ -427,6 +428,7 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
         "the request to /xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup is not a "
         "GrpcHostBufferLookupRequest (truncated or malformed protobuf)"));
   }
+  trace::Scoped span("host_buffer_lookup", "request", request.session_id());
   absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
       FindStore(*context, request.session_id());
   if (!store.ok()) return ToGrpcStatus(store.status());
@@ -447,7 +449,12 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
     if (!data.ok()) return ToGrpcStatus(data.status());
     arrived = static_cast<int64_t>(data->size());
     const int64_t n = std::min<int64_t>(kLookupChunkBytes, arrived - offset);
-    if (!stream->Write(proxy::LookupChunk(*buffer, data->substr(offset, n)))) {
+    // The last chunk goes out with the call's status: one write fewer (most of a small
+    // fetch's lookup).
+    const bool last = offset + n >= std::max<int64_t>(arrived, host.size());
+    grpc::WriteOptions options;
+    if (last) options.set_last_message();
+    if (!stream->Write(proxy::LookupChunk(*buffer, data->substr(offset, n)), options)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     }
     CountCopied(n);  // the kernel's
@@ -460,6 +467,7 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
 grpc::Status IfrtService::HostBufferDelete(grpc::ServerContext* context,
                                            const w::GrpcHostBufferDeleteRequest* request,
                                            w::GrpcHostBufferDeleteResponse* response) {
+  trace::Scoped span("host_buffer_delete", "request", request->session_id());
   absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
       FindStore(*context, request->session_id());
   if (!store.ok()) return ToGrpcStatus(store.status());

@@ -196,6 +196,7 @@ std::optional<wire::IfrtResponse> Session::Process(const wire::IfrtRequest& requ
     });
     if (status.ok()) return std::nullopt;
   } else if (request.has_copy_to_host_buffer_request()) {
+    trace::Scoped span("copy_to_host_buffer_request", "request", id_);
     bool answered = false;
     status = Guarded("CopyToHostBuffer", [&] {
       return CopyToHostBufferLater(request.copy_to_host_buffer_request(),

@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "common/status_join.h"
 #include "common/status_macros.h"
+#include "common/trace.h"
 #include "common/wire_numbers.h"
 #include "proxy/ifrt_convert.h"
 #include "proxy/session.h"
@@ -685,6 +686,23 @@ static std::shared_ptr<RemoteBuffer> WholeShard(const Array& array,
   return nullptr;
 }
 
+absl::Status Session::ReadOnLane(const RemoteBuffer& shard, std::shared_ptr<HostBuffer> host) {
+  WorkerConnection* worker = shard.worker();
+  return worker->ReadOnLane(
+      shard.made(), shard.id(),
+      [worker, id = shard.id(), host = std::move(host)](absl::StatusOr<std::string> bytes) {
+        absl::Status status = bytes.status();
+        if (status.ok() && static_cast<int64_t>(bytes->size()) != host->size()) {
+          status = absl::DataLossError(absl::StrCat("worker ", worker->address(), " has buffer ",
+                                                    id, " of ", bytes->size(), " bytes, not ",
+                                                    host->size()));
+        }
+        if (status.ok()) status = host->Append(*bytes);
+        host->Finish(status);
+      },
+      /*write_here=*/true);
+}
+
 absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
                                             uint64_t op_id, bool* answered) {
   SY_ASSIGN_OR_RETURN(std::shared_ptr<Array> array, arrays_.Get(request.array_handle()));
@@ -700,7 +718,13 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
                         HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
     SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
                         host_buffers_->Begin(request.host_buffer_handle(), region));
+    if (region <= limits::kStreamReadMaxBytes && shard->worker()->TakesStreamReads() &&
+        ReadOnLane(*shard, host).ok()) {
+      *answered = true;
+      return absl::OkStatus();
+    }
     fetches_.Run([this, shard = std::move(shard), host] {
+      trace::Scoped span("read from its worker", "transfer", id_);
       host->Finish(Guarded("CopyToHostBuffer", [&] {
         return StreamBuffer(shard->worker(), shard->id(), shard->made(), &calls_, *host);
       }));
@@ -720,6 +744,7 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
   // shards stay alive, held by the copy, until the fetch is done).
   auto copy = std::make_shared<const Array>(*array);
   fetches_.Run([this, array = std::move(copy), strides = std::move(strides), host, op_id] {
+    trace::Scoped span("read from its workers", "transfer", id_);
     absl::StatusOr<std::unique_ptr<HostBytes>> bytes =
         Guarded("CopyToHostBuffer", [&] { return FetchArray(*array, strides, &calls_); });
     absl::Status status = bytes.ok() ? host->Fill(*std::move(bytes)) : bytes.status();

@@ -96,6 +96,11 @@ bool WorkerConnection::TakesRmGangs() const {
   return view_.protocol_version >= WORKER_PROTOCOL_RM_GANGS && view_.address == address_;
 }
 
+bool WorkerConnection::TakesStreamReads() const {
+  absl::MutexLock lock(&mutex_);
+  return view_.protocol_version >= WORKER_PROTOCOL_STREAM_READS && view_.address == address_;
+}
+
 bool WorkerConnection::TakesAssembleBatches() const {
   absl::MutexLock lock(&mutex_);
   return view_.protocol_version >= WORKER_PROTOCOL_ASSEMBLE_BATCHES && view_.address == address_;
@@ -472,18 +477,19 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(uint64_t key,
                                                                       DispatchRequest op, Done done,
                                                                       uint64_t expected_epoch,
-                                                                      Claims* claims) {
+                                                                      Claims* claims,
+                                                                      ReadDone read) {
   SY_ASSIGN_OR_RETURN(Lane * lane, EnsureLaneLocked(key));
   if (expected_epoch != 0 && lane->epoch != expected_epoch) return CheckEpoch(expected_epoch);
   std::vector<uint64_t> deletes = TakeDeletesLocked(*lane);
   op.mutable_deletes_before()->Add(deletes.begin(), deletes.end());
   Ticket ticket{lane->epoch, lane->stream_id, next_seq_++, key};
   op.set_seq(ticket.seq);
-  if (done != nullptr) {
+  if (done != nullptr || read != nullptr) {
     op.set_reply(true);
     absl::MutexLock lock(&mutex_);
     if (absl::Status current = CheckEpochLocked(ticket.epoch); !current.ok()) return current;
-    waiting_[ticket.seq] = Waiter{ticket.epoch, ticket.stream, std::move(done)};
+    waiting_[ticket.seq] = Waiter{ticket.epoch, ticket.stream, std::move(done), std::move(read)};
   }
   // A failed write ends the epoch, whose reader then fails the waiter registered above;
   // what the operation was to make is lost with the epoch.
@@ -504,15 +510,23 @@ void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<
     }
     absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
     Done done;
+    ReadDone read;
     {
       absl::MutexLock lock(&mutex_);
       auto it = waiting_.find(response.seq());
       if (it != waiting_.end() && it->second.epoch == epoch) {
         done = std::move(it->second.done);
+        read = std::move(it->second.read);
         waiting_.erase(it);
       }
     }
-    if (done != nullptr) {
+    if (read != nullptr) {
+      if (status.ok()) {
+        read(std::move(*response.mutable_data()));
+      } else {
+        read(status);
+      }
+    } else if (done != nullptr) {
       done(status);
     } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
       SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
@@ -532,7 +546,7 @@ void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<
     absl::MutexLock lock(&mutex_);
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (it->second.epoch == epoch && (!closed || it->second.stream == stream_id)) {
-        orphans.push_back(std::move(it->second.done));
+        orphans.push_back(std::move(it->second).TakeDone());
         it = waiting_.erase(it);
       } else {
         ++it;
@@ -542,6 +556,33 @@ void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<
     if (closed && lost.ok()) lost = absl::CancelledError("its session's operation stream closed");
   }
   for (Done& done : orphans) done(lost);
+}
+
+WorkerConnection::Done WorkerConnection::Waiter::TakeDone() && {
+  if (read == nullptr) return std::move(done);
+  return [read = std::move(read)](absl::Status status) { read(std::move(status)); };
+}
+
+absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done,
+                                          bool write_here) {
+  DispatchRequest op;
+  op.mutable_read_buffer()->set_buffer_id(buffer_id);
+  Claims claims;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    // On another stream the buffer might not be made yet when the read comes.
+    auto it = lanes_.find(made.lane);
+    if (it == lanes_.end() || it->second.epoch != made.epoch ||
+        it->second.stream_id != made.stream) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
+    }
+    absl::StatusOr<Ticket> sent = SendLocked(made.lane, std::move(op), nullptr, made.epoch,
+                                             write_here ? &claims : nullptr, std::move(done));
+    if (!sent.ok()) return sent.status();
+  }
+  WriteClaimed(claims);
+  return absl::OkStatus();
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {

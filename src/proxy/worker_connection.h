@@ -55,6 +55,8 @@ struct HostView {
 class WorkerConnection {
  public:
   using Done = std::function<void(absl::Status)>;
+  // A read's answer: the buffer's bytes, or why not.
+  using ReadDone = std::function<void(absl::StatusOr<std::string>)>;
   // Where an operation went: what it makes exists on the worker once stream `stream`
   // has carried out `seq`, and is lost once epoch `epoch` has ended. What it makes is
   // used and deleted on lane `lane` (a put's ticket names only the epoch and the lane).
@@ -112,6 +114,9 @@ class WorkerConnection {
   // Whether the worker takes several transfers in one operation
   // (WORKER_PROTOCOL_ASSEMBLE_BATCHES: DispatchRequest.assemble_buffers).
   bool TakesAssembleBatches() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether the worker reads small buffers over a lane (WORKER_PROTOCOL_STREAM_READS:
+  // DispatchRequest.read_buffer).
+  bool TakesStreamReads() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
   // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
   // waits on it, once its stream is cancelled.
@@ -161,6 +166,12 @@ class WorkerConnection {
   // `done` runs once the buffers are computed (their error, if any), ordered after
   // everything sent on `lane` before; DATA_LOSS if the worker is lost first.
   void AwaitThen(uint64_t lane, const std::vector<uint64_t>& buffer_ids, Done done);
+  // Reads buffer `buffer_id` (at most limits::kStreamReadMaxBytes) on the lane that made
+  // it, after the operation `made`: `done` gets its bytes once it is computed, on a
+  // reader thread, or its error; DATA_LOSS if the worker is lost first. FAILED_PRECONDITION
+  // (and `done` not called) when that lane is no longer the one open: read it another way.
+  absl::Status ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done,
+                          bool write_here = false) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Waits until everything sent on `lane` so far has been carried out (and the
   // deletions waiting for it sent), or the worker is lost, or `timeout` passes. A lane
   // not open has nothing to carry out: the deletions go on another.
@@ -185,6 +196,9 @@ class WorkerConnection {
     uint64_t epoch;
     uint64_t stream;  // the lane's stream that carries it
     Done done;
+    ReadDone read;  // instead of `done`, for a read
+    // Whichever is set, as a Done (for an answer that carries no bytes).
+    Done TakeDone() &&;
   };
   struct Reader {
     std::thread thread;
@@ -218,8 +232,10 @@ class WorkerConnection {
   static void WriteClaimed(const Claims& claims);
 
   // `claims` null: the writer's thread writes.
+  // `read`: a read's answer, instead of `done`.
   absl::StatusOr<Ticket> SendLocked(uint64_t lane, DispatchRequest op, Done done,
-                                    uint64_t expected_epoch, Claims* claims)
+                                    uint64_t expected_epoch, Claims* claims,
+                                    ReadDone read = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
   // The lane's stream in the current epoch, opened if it is not (a worker that does not
   // take lanes: the one stream, lane 0). DATA_LOSS while down.

@@ -269,7 +269,7 @@ class WorkerServerImpl final : public WorkerServer {
   // Registers with the resource manager and keeps it told (heartbeats), on its thread.
   void StartRmLink(const WorkerOptions& options, const WorkerIdentity& identity) {
     RegisterWorkerRequest request;
-    request.set_protocol_version(WORKER_PROTOCOL_ASSEMBLE_BATCHES);
+    request.set_protocol_version(WORKER_PROTOCOL_STREAM_READS);
     request.set_address(address_);
     request.set_slice_index(options.slice_index);
     request.set_host_index(options.host_index);

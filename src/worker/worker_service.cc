@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -56,8 +57,9 @@ class DispatchAnswers {
   using Stream = grpc::ServerReaderWriter<DispatchResponse, DispatchRequest>;
   explicit DispatchAnswers(Stream* stream)
       : reader_(std::this_thread::get_id()),
-        writer_([stream](const DispatchResponse& response) { return stream->Write(response); },
-                "sy-dispatch-out") {}
+        writer_(
+            [this, stream](const DispatchResponse& response) { return Write(stream, response); },
+            "sy-dispatch-out") {}
 
   // A host callback call of a launch on this stream; from a device thread.
   bool PostCall(const DispatchResponse& call) { return writer_.Post(call); }
@@ -66,6 +68,14 @@ class DispatchAnswers {
   void AwaitStarted() ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
     ++waiting_;
+  }
+
+  // Operation `seq` reads `buffer`: its answer carries the bytes, copied where it is
+  // written (never on a device thread). From the stream's own thread.
+  void ExpectRead(uint64_t seq, std::shared_ptr<const StoredBuffer> buffer)
+      ABSL_LOCKS_EXCLUDED(mutex_) {
+    absl::MutexLock lock(&mutex_);
+    reads_[seq] = std::move(buffer);
   }
 
   // On the stream's own thread the answer is written at once when nothing is ahead of
@@ -99,12 +109,39 @@ class DispatchAnswers {
       if (writer_.AwaitIdle(absl::Milliseconds(100))) break;
     }
     writer_.Close(absl::ZeroDuration(), [&context] { context.TryCancel(); });
+    // Reads never answered let go of their buffers here, not on a device thread.
+    absl::MutexLock lock(&mutex_);
+    reads_.clear();
   }
 
  private:
+  bool Write(Stream* stream, const DispatchResponse& response) ABSL_LOCKS_EXCLUDED(mutex_) {
+    std::shared_ptr<const StoredBuffer> read;
+    if (response.seq() != 0) {
+      absl::MutexLock lock(&mutex_);
+      if (auto it = reads_.find(response.seq()); it != reads_.end()) {
+        read = std::move(it->second);
+        reads_.erase(it);
+      }
+    }
+    if (read == nullptr || response.code() != 0) return stream->Write(response);
+    DispatchResponse answer = response;
+    std::string* data = answer.mutable_data();
+    data->resize(read->buffer->host_size_bytes());
+    absl::Status copied = read->buffer->ToHost(absl::MakeSpan(data->data(), data->size()));
+    if (!copied.ok()) {
+      answer.clear_data();
+      answer.set_code(static_cast<int>(copied.code()));
+      answer.set_message(std::string(copied.message()));
+    }
+    return stream->Write(answer);
+  }
+
   const std::thread::id reader_;
   absl::Mutex mutex_;
   int waiting_ ABSL_GUARDED_BY(mutex_) = 0;  // awaits not yet answered
+  // Reads whose answers are still to be written, by operation.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const StoredBuffer>> reads_ ABSL_GUARDED_BY(mutex_);
   OrderedWriter<DispatchResponse> writer_;
 };
 
@@ -132,6 +169,34 @@ absl::Status AnswerWhenComputed(const BufferStore& store, const Ids& ids, uint64
     answers->Respond(seq, result, /*awaited=*/true);
   });
   for (const auto& stored : buffers) stored->buffer->OnReady(ready);
+  return absl::OkStatus();
+}
+
+// Answers operation `seq` with buffer `id`'s bytes once it is computed (or with its
+// error), without blocking the stream. Refused now: an unknown id, a string array's
+// shard, more than limits::kStreamReadMaxBytes.
+absl::Status AnswerWithBytes(const BufferStore& store, uint64_t id, uint64_t seq,
+                             const std::shared_ptr<DispatchAnswers>& answers) {
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, store.GetAny(id));
+  if (stored->is_strings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("buffer ", id, " holds strings: read it with GetBuffer"));
+  }
+  const int64_t size = stored->buffer->host_size_bytes();
+  if (size > limits::kStreamReadMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer ", id, " has ", size,
+                                                   " bytes; a read on the operation stream takes "
+                                                   "at most ",
+                                                   limits::kStreamReadMaxBytes,
+                                                   ": read it with GetBuffer"));
+  }
+  answers->AwaitStarted();
+  answers->ExpectRead(seq, stored);
+  // As AnswerWhenComputed: the callback only queues the answer and holds no buffer.
+  const pjrt::Buffer& buffer = *stored->buffer;
+  stored.reset();
+  buffer.OnReady(
+      [answers, seq](absl::Status result) { answers->Respond(seq, result, /*awaited=*/true); });
   return absl::OkStatus();
 }
 
@@ -497,52 +562,6 @@ grpc::Status WorkerService::Dispatch(
     }
     absl::Status status;
     switch (request.op_case()) {
-      case DispatchRequest::kExecute:
-        status = executor_->Execute(request.execute(), owner, callback_stream,
-                                    [context] { return context->IsCancelled(); });
-        if (status.ok() && request.answer_when_computed()) {
-          std::vector<uint64_t> outputs;
-          for (const BufferIdList& ids : request.execute().outputs()) {
-            outputs.insert(outputs.end(), ids.ids().begin(), ids.ids().end());
-          }
-          status = AnswerWhenComputed(*buffers_, outputs, seq, answers);
-          if (status.ok()) {
-            if (stream_id != 0) progress_->Advance(stream_id, seq);
-            continue;  // answered by the last output's callback
-          }
-        }
-        break;
-      case DispatchRequest::kAssemble:
-        status = transfers_->Assemble(request.assemble(), owner);
-        break;
-      case DispatchRequest::kAssembleBuffers:
-        status = transfers_->AssembleAll(request.assemble_buffers(), owner);
-        break;
-      case DispatchRequest::kDeleteBuffers:
-        buffers_->Delete({request.delete_buffers().buffer_ids().begin(),
-                          request.delete_buffers().buffer_ids().end()});
-        break;
-      case DispatchRequest::kDeleteExecutables:
-        executor_->Delete({request.delete_executables().executable_ids().begin(),
-                           request.delete_executables().executable_ids().end()});
-        break;
-      case DispatchRequest::kLoadShards:
-        status = storage_ == nullptr ? absl::UnimplementedError("this worker has no storage")
-                                     : Guarded("LoadShards", [&] {
-                                         return storage_->Load(request.load_shards(), owner);
-                                       });
-        break;
-      case DispatchRequest::kColocatedCall:
-        // On the stream thread, as loads are: later operations may read its outputs.
-        status = colocated_ == nullptr
-                     ? absl::UnimplementedError("this worker runs no colocated Python")
-                     : Guarded("ColocatedCall", [&] {
-                         // A dead proxy's call stops its sidecar, so its stream
-                         // (and with it the owner's lease) can end.
-                         return colocated_->Run(request.colocated_call(), owner,
-                                                [context] { return context->IsCancelled(); });
-                       });
-        break;
       case DispatchRequest::kSaveShards: {
         if (storage_ == nullptr) {
           status = absl::UnimplementedError("this worker has no storage");
@@ -557,16 +576,31 @@ grpc::Status WorkerService::Dispatch(
         if (stream_id != 0) progress_->Advance(stream_id, seq);
         continue;
       }
-      case DispatchRequest::kAwaitBuffers: {
-        // Earlier operations on this stream have run, so the buffers exist (or their
-        // errors do).
+      case DispatchRequest::kReadBuffer:
+        // Earlier operations on this stream have run, so the buffer exists (or its
+        // error does).
+        status = AnswerWithBytes(*buffers_, request.read_buffer().buffer_id(), seq, answers);
+        if (!status.ok()) break;
+        if (stream_id != 0) progress_->Advance(stream_id, seq);
+        continue;  // answered by the buffer's callback
+      case DispatchRequest::kAwaitBuffers:
         status = AnswerWhenComputed(*buffers_, request.await_buffers().buffer_ids(), seq, answers);
         if (!status.ok()) break;
         if (stream_id != 0) progress_->Advance(stream_id, seq);
         continue;  // answered by the last buffer's callback
-      }
       default:
-        status = absl::InvalidArgumentError("empty dispatch operation");
+        status = RunOperation(request, owner, context, callback_stream);
+        if (status.ok() && request.has_execute() && request.answer_when_computed()) {
+          std::vector<uint64_t> outputs;
+          for (const BufferIdList& ids : request.execute().outputs()) {
+            outputs.insert(outputs.end(), ids.ids().begin(), ids.ids().end());
+          }
+          status = AnswerWhenComputed(*buffers_, outputs, seq, answers);
+          if (status.ok()) {
+            if (stream_id != 0) progress_->Advance(stream_id, seq);
+            continue;  // answered by the last output's callback
+          }
+        }
     }
     if (stream_id != 0) progress_->Advance(stream_id, seq);
     if (!status.ok() || request.reply() || request.op_case() == DispatchRequest::kAwaitBuffers) {
@@ -577,6 +611,44 @@ grpc::Status WorkerService::Dispatch(
   if (callback_stream != nullptr) callback_stream->Close();
   answers->Finish(*context);
   return grpc::Status::OK;
+}
+
+absl::Status WorkerService::RunOperation(
+    const DispatchRequest& request, uint64_t owner, grpc::ServerContext* context,
+    const std::shared_ptr<HostCallbacks::Stream>& callback_stream) {
+  switch (request.op_case()) {
+    case DispatchRequest::kExecute:
+      return executor_->Execute(request.execute(), owner, callback_stream,
+                                [context] { return context->IsCancelled(); });
+    case DispatchRequest::kAssemble:
+      return transfers_->Assemble(request.assemble(), owner);
+    case DispatchRequest::kAssembleBuffers:
+      return transfers_->AssembleAll(request.assemble_buffers(), owner);
+    case DispatchRequest::kDeleteBuffers:
+      buffers_->Delete({request.delete_buffers().buffer_ids().begin(),
+                        request.delete_buffers().buffer_ids().end()});
+      return absl::OkStatus();
+    case DispatchRequest::kDeleteExecutables:
+      executor_->Delete({request.delete_executables().executable_ids().begin(),
+                         request.delete_executables().executable_ids().end()});
+      return absl::OkStatus();
+    case DispatchRequest::kLoadShards:
+      if (storage_ == nullptr) return absl::UnimplementedError("this worker has no storage");
+      return Guarded("LoadShards", [&] { return storage_->Load(request.load_shards(), owner); });
+    case DispatchRequest::kColocatedCall:
+      if (colocated_ == nullptr) {
+        return absl::UnimplementedError("this worker runs no colocated Python");
+      }
+      // On the stream thread, as loads are: later operations may read its outputs. A
+      // dead proxy's call stops its sidecar, so its stream (and with it the owner's
+      // lease) can end.
+      return Guarded("ColocatedCall", [&] {
+        return colocated_->Run(request.colocated_call(), owner,
+                               [context] { return context->IsCancelled(); });
+      });
+    default:
+      return absl::InvalidArgumentError("empty dispatch operation");
+  }
 }
 
 grpc::Status WorkerService::DescribeProgram(grpc::ServerContext* context,

@@ -108,6 +108,11 @@ class WorkerService final : public ::switchyard::Worker::Service {
                             grpc::ServerWriter<GetBufferChunk>* writer);
   absl::Status ServeBuffer(grpc::ServerContext* context, const GetBufferRequest& request,
                            grpc::ServerWriter<GetBufferChunk>* writer);
+  // Carries out one operation of a Dispatch stream whose answer is its status (a launch:
+  // once it is enqueued), on the stream's thread.
+  absl::Status RunOperation(const DispatchRequest& request, uint64_t owner,
+                            grpc::ServerContext* context,
+                            const std::shared_ptr<HostCallbacks::Stream>& callback_stream);
   absl::StatusOr<BulkOffer> OfferBulk(const std::shared_ptr<const StoredBuffer>& stored);
 
   const WorkerIdentity identity_;

@@ -337,3 +337,39 @@ def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
             read(missing)
         assert failed.value.code() in (grpc.StatusCode.NOT_FOUND,
                                        grpc.StatusCode.INVALID_ARGUMENT), failed.value
+
+
+def test_worker_reads_a_small_buffer_on_the_stream_and_refuses_what_it_cannot(cluster):
+    """DispatchRequest.read_buffer (how a proxy fetches a small array): the answer carries
+    the bytes; an unknown id, a buffer over limits::kStreamReadMaxBytes (256 KiB) and a
+    string array's shard are refused with a status, and the stream goes on."""
+    address = cluster.worker_addresses()[0]
+    ch = grpc.insecure_channel(address)
+    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
+                          request_serializer=WORKER_CHUNK.SerializeToString,
+                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    small = np.arange(6, dtype=np.int32)
+    big = 256 * 1024 // 4 + 1  # one element past the bound
+    for buffer_id, values in ((950_001, small), (950_002, np.zeros(big, np.float32))):
+        put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
+            buffer_id=buffer_id, device_id=0, dtype=c.S32 if values.dtype == np.int32 else c.F32,
+            dims=[values.size], size_bytes=values.nbytes), data=values.tobytes())]), timeout=10)
+    dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
+                                request_serializer=worker_pb2.DispatchRequest.SerializeToString,
+                                response_deserializer=worker_pb2.DispatchResponse.FromString)
+
+    def read(seq, buffer_id):
+        return worker_pb2.DispatchRequest(
+            seq=seq, read_buffer=worker_pb2.ReadBufferRequest(buffer_id=buffer_id))
+
+    answers = {a.seq: a for a in dispatch(iter([
+        read(1, 950_001), read(2, 950_002), read(3, 950_999), read(4, 2**64 - 1),
+        read(5, 950_001)]), timeout=60)}
+    assert sorted(answers) == [1, 2, 3, 4, 5], answers
+    for seq in (1, 5):
+        assert answers[seq].code == 0, answers[seq]
+        np.testing.assert_array_equal(np.frombuffer(answers[seq].data, np.int32), small)
+    assert answers[2].code == grpc.StatusCode.INVALID_ARGUMENT.value[0], answers[2]
+    assert "at most 262144" in answers[2].message and not answers[2].data, answers[2]
+    for seq in (3, 4):
+        assert answers[seq].code == grpc.StatusCode.NOT_FOUND.value[0], answers[seq]
