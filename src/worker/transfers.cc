@@ -346,6 +346,7 @@ absl::Status Transfers::AssembleAll(const AssembleBuffersRequest& request, uint6
     return absl::InvalidArgumentError(
         absl::StrCat("a batch of ", count, " buffers; at most ", limits::kAssembleBatchMax));
   }
+  batched_ += count;
   trace::Scoped span(absl::StrCat("assemble ", count, " buffers"), "transfer");
   std::atomic<int> next{0};
   absl::Mutex mutex;

@@ -51,6 +51,8 @@ class Transfers {
   // because a data plane could not be reached.
   int64_t bulk_bytes_pulled() const { return bulk_bytes_pulled_.load(); }
   int64_t bulk_fallbacks() const { return bulk_fallbacks_.load(); }
+  // Buffers made by batches (AssembleAll), each counted as its batch starts.
+  int64_t batched() const { return batched_.load(); }
 
  private:
   struct Source {
@@ -77,6 +79,7 @@ class Transfers {
   absl::flat_hash_set<std::string> no_bulk_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> bulk_bytes_pulled_{0};
   std::atomic<int64_t> bulk_fallbacks_{0};
+  std::atomic<int64_t> batched_{0};
 };
 
 }  // namespace switchyard::worker

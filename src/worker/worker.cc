@@ -363,6 +363,12 @@ class WorkerServerImpl final : public WorkerServer {
         .Add("switchyard_worker_bulk_fallbacks_total", "counter",
              "Reads that went over gRPC because a peer's data plane could not be reached.",
              transfers_->bulk_fallbacks())
+        .Add("switchyard_worker_batched_transfers_total", "counter",
+             "Buffers made by batches of transfers (assemble_buffers: many arrays moved at once).",
+             transfers_->batched())
+        .Add("switchyard_worker_stream_reads_total", "counter",
+             "Small buffers read for a proxy over its operation stream (read_buffer).",
+             service_->stream_reads())
         .Add("switchyard_worker_bulk_put_bytes_total", "counter",
              "Bytes of puts (uploads) this worker read from the proxy's data plane.",
              service_->put_bytes_pulled())

@@ -581,6 +581,7 @@ grpc::Status WorkerService::Dispatch(
         // error does).
         status = AnswerWithBytes(*buffers_, request.read_buffer().buffer_id(), seq, answers);
         if (!status.ok()) break;
+        ++stream_reads_;
         if (stream_id != 0) progress_->Advance(stream_id, seq);
         continue;  // answered by the buffer's callback
       case DispatchRequest::kAwaitBuffers:

@@ -56,6 +56,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
   // were not served there (their bytes came inline).
   int64_t put_bytes_pulled() const { return put_bytes_pulled_.load(); }
   int64_t put_fallbacks() const { return put_fallbacks_.load(); }
+  // Reads of small buffers over a Dispatch stream (read_buffer) taken on.
+  int64_t stream_reads() const { return stream_reads_.load(); }
 
   grpc::Status GetInfo(grpc::ServerContext* context, const GetInfoRequest* request,
                        GetInfoResponse* response) override;
@@ -129,6 +131,7 @@ class WorkerService final : public ::switchyard::Worker::Service {
   ColocatedCalls* colocated_;  // may be null: colocated Python is refused
   bulk::Server* bulk_ = nullptr;
   std::atomic<int64_t> put_bytes_pulled_{0};
+  std::atomic<int64_t> stream_reads_{0};
   std::atomic<int64_t> put_fallbacks_{0};
   absl::Mutex leases_mutex_;
   OwnerLeases leases_ ABSL_GUARDED_BY(leases_mutex_);
