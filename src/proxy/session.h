@@ -194,7 +194,8 @@ class Session {
   absl::Status CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request, uint64_t op_id,
                                      bool* answered);
   // A small shard's bytes into `host`, read over the lane that made it (no call of its
-  // own, no fetch thread); an error (and nothing done) when that lane is closed.
+  // own, no fetch thread; the lane's writer sends it, so the client's answer goes first);
+  // an error (and nothing done) when that lane is closed.
   absl::Status ReadOnLane(const RemoteBuffer& shard, std::shared_ptr<HostBuffer> host);
   // Answered through the sink once every worker holding the values says they are
   // computed; the session goes on with the next request meanwhile.

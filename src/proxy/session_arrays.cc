@@ -699,8 +699,7 @@ absl::Status Session::ReadOnLane(const RemoteBuffer& shard, std::shared_ptr<Host
         }
         if (status.ok()) status = host->Append(*bytes);
         host->Finish(status);
-      },
-      /*write_here=*/true);
+      });
 }
 
 absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest& request,
