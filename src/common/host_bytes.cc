@@ -20,6 +20,11 @@ namespace switchyard {
 namespace {
 
 constexpr size_t kHugePage = size_t{2} << 20;
+// From this size a buffer has a mapping of its own, kept for reuse when freed: a batch of
+// many arrays moved between slices (a model's weights, 0.5-4 MiB each) otherwise faulted
+// in fresh pages for every one (malloc gives such sizes back at free).
+constexpr size_t kMappedMin = limits::kBulkMinBytes;
+constexpr size_t kMappedGrain = size_t{64} << 10;
 
 // Mappings of freed buffers, kept for the next buffer of about their size: its pages
 // are already there, where fresh ones cost the kernel a page clear each (the largest
@@ -73,9 +78,11 @@ class KeptMappings {
 }  // namespace
 
 HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
-  if (size >= kHugePage) {
-    // One extra huge page of slack to start on a huge-page boundary.
-    const size_t length = (size + 2 * kHugePage - 1) / kHugePage * kHugePage;
+  if (size >= kMappedMin) {
+    // A huge one: one extra huge page of slack to start on a huge-page boundary.
+    const bool huge = size >= kHugePage;
+    const size_t grain = huge ? kHugePage : kMappedGrain;
+    const size_t length = (size + (huge ? kHugePage : 0) + grain - 1) / grain * grain;
     size_t taken = 0;
     void* mapping = KeptMappings::Get().Take(length, &taken);
     if (mapping == nullptr) {
@@ -86,8 +93,9 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
       mapping_ = mapping;
       mapping_size_ = taken;
       const auto start = reinterpret_cast<uintptr_t>(mapping);
-      data_ = reinterpret_cast<char*>((start + kHugePage - 1) / kHugePage * kHugePage);
-      if (HostHugePages().use) {
+      data_ = huge ? reinterpret_cast<char*>((start + kHugePage - 1) / kHugePage * kHugePage)
+                   : static_cast<char*>(mapping);
+      if (huge && HostHugePages().use) {
         (void)madvise(data_, taken - (data_ - static_cast<char*>(mapping)), MADV_HUGEPAGE);
       }
       return;

@@ -53,7 +53,7 @@ class HostBytes {
   size_t size_;
   char* data_;
   absl::AnyInvocable<void() &&> release_;  // adopted memory
-  void* mapping_ = nullptr;                // huge-page mapping, when used
+  void* mapping_ = nullptr;                // a mapping of its own, when large
   size_t mapping_size_ = 0;
 };
 

@@ -203,12 +203,12 @@ inline constexpr int64_t kBulkMinBytes = int64_t{512} << 10;
 // run kAssembleParallel at a time: a small buffer's pull is mostly round trips, which
 // overlap (1.6x for two streams of 128 KiB pulls here); each holds one buffer's bytes.
 inline constexpr int64_t kAssembleBatchMax = 256;
+inline constexpr int64_t kAssembleParallel = 4;
 // A client's fetch of a buffer of at most kStreamReadMaxBytes is read over its session's
 // operation stream to the worker (one more answer there) rather than by a call of its
 // own, whose setup was most of a small fetch (0.4 ms of 1.1 here). A larger answer would
 // hold up the stream's other answers while it is written.
 inline constexpr int64_t kStreamReadMaxBytes = int64_t{256} << 10;
-inline constexpr int64_t kAssembleParallel = 4;
 inline constexpr int64_t kBulkStreamBytes = int64_t{64} << 20;
 inline constexpr int64_t kBulkStreamsMax = 4;
 // A server copies ranges it cannot send in place through staging chunks of this size,

@@ -50,6 +50,28 @@ TEST(HostBytesTest, AFreedLargeBufferServesTheNextOfAboutItsSize) {
   }
 }
 
+TEST(HostBytesTest, ATransfersWorthIsKeptFromTheDataPlanesFloor) {
+  // A model's weights moved in many arrays of 0.5-2 MiB: each buffer's memory serves the
+  // next; below the floor malloc's own reuse is left alone.
+  const size_t size = size_t(limits::kBulkMinBytes);
+  char* first;
+  {
+    HostBytes bytes(size);
+    first = bytes.data();
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(first) % HostBytes::kAlignment, 0u);
+    std::memset(first, 7, size);
+  }
+  const size_t kept = HostBytes::KeptBytes();
+  EXPECT_GE(kept, size);
+  {
+    HostBytes again(size);
+    EXPECT_EQ(again.data(), first);
+    std::memset(again.data(), 1, again.size());
+  }
+  { HostBytes below(size - 1); }
+  EXPECT_EQ(HostBytes::KeptBytes(), kept);
+}
+
 TEST(HostBytesTest, WhatIsKeptIsBounded) {
   // More freed at once than the bound: the rest is unmapped.
   std::vector<std::unique_ptr<HostBytes>> many;
