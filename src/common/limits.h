@@ -204,6 +204,11 @@ inline constexpr int64_t kBulkMinBytes = int64_t{512} << 10;
 // overlap (1.6x for two streams of 128 KiB pulls here); each holds one buffer's bytes.
 inline constexpr int64_t kAssembleBatchMax = 256;
 inline constexpr int64_t kAssembleParallel = 4;
+// A batch's buffers of at most kOfferedAtOnceMaxBytes are offered by their peer in one
+// call (OfferBuffers) rather than a call each (most of a 512 KiB pull's time here);
+// larger ones, whose call is a small part of their pull, still ask alone, so that no
+// offer waits long behind the batch's other pulls (offers expire after kBulkTicketS).
+inline constexpr int64_t kOfferedAtOnceMaxBytes = int64_t{16} << 20;
 // A client's fetch of a buffer of at most kStreamReadMaxBytes is read over its session's
 // operation stream to the worker (one more answer there) rather than by a call of its
 // own, whose setup was most of a small fetch (0.4 ms of 1.1 here). A larger answer would

@@ -180,21 +180,13 @@ absl::StatusOr<Transfers::Source> Transfers::Pull(const BufferPiece& piece, bool
   absl::Status bad;
   while (reader->Read(&chunk)) {
     if (chunk.has_header() && source.bytes == nullptr) {
-      absl::StatusOr<int64_t> size = CheckHeader(chunk.header());
-      if (!size.ok()) {
-        bad = absl::DataLossError(
-            absl::StrCat("the peer sent a bad header: ", size.status().message()));
+      absl::StatusOr<Source> made = NewSource(chunk.header());
+      if (!made.ok()) {
+        bad = made.status();
         context.TryCancel();
         break;
       }
-      absl::StatusOr<std::unique_ptr<HostBytes>> bytes = HostBytes::Allocate(*size);
-      if (!bytes.ok()) {
-        bad = bytes.status();
-        context.TryCancel();
-        break;
-      }
-      source.dims.assign(chunk.header().dims().begin(), chunk.header().dims().end());
-      source.bytes = *std::move(bytes);
+      source = *std::move(made);
       if (chunk.has_offer()) {
         // The bytes come on the data plane; the stream ends here.
         offer = chunk.offer();
@@ -223,6 +215,74 @@ absl::StatusOr<Transfers::Source> Transfers::Pull(const BufferPiece& piece, bool
   }
   if (!status.ok()) return status;
   return source;
+}
+
+absl::StatusOr<Transfers::Source> Transfers::NewSource(const BufferHeader& header) {
+  absl::StatusOr<int64_t> size = CheckHeader(header);
+  if (!size.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("the peer sent a bad header: ", size.status().message()));
+  }
+  Source source;
+  SY_ASSIGN_OR_RETURN(source.bytes, HostBytes::Allocate(*size));
+  source.dims.assign(header.dims().begin(), header.dims().end());
+  return source;
+}
+
+std::vector<std::optional<BufferOffer>> Transfers::AskOffers(
+    const AssembleBuffersRequest& request) {
+  std::vector<std::optional<BufferOffer>> offers(request.buffers_size());
+  // By peer and the boot it is expected to have: the pieces each call may ask for.
+  std::map<std::pair<std::string, std::string>, std::vector<int>> by_peer;
+  for (int i = 0; i < request.buffers_size(); ++i) {
+    const AssembleBufferRequest& buffer = request.buffers(i);
+    if (buffer.pieces_size() != 1 ||
+        buffer.header().size_bytes() > limits::kOfferedAtOnceMaxBytes) {
+      continue;
+    }
+    const BufferPiece& piece = buffer.pieces(0);
+    const std::vector<int64_t> dims(buffer.header().dims().begin(), buffer.header().dims().end());
+    const std::string& address = piece.source_address();
+    if (address.empty() || !IsWhole(piece, dims) || !IsMetadataValue(piece.source_boot()) ||
+        !WantsBulk(address)) {
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mutex_);
+      if (address == own_address_) continue;
+    }
+    by_peer[{address, piece.source_boot()}].push_back(i);
+  }
+  for (const auto& [peer, entries] : by_peer) {
+    if (entries.size() < 2) continue;  // one alone asks as it pulls
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
+    if (!peer.second.empty()) context.AddMetadata(kBootMetadata, peer.second);
+    OfferBuffersRequest ask;
+    for (int i : entries) {
+      const BufferPiece& piece = request.buffers(i).pieces(0);
+      GetBufferRequest* read = ask.add_reads();
+      read->set_buffer_id(piece.source_buffer_id());
+      read->set_bulk(true);
+      if (piece.source_stream() != 0) {
+        read->set_after_stream(piece.source_stream());
+        read->set_after_seq(piece.source_seq());
+      } else {
+        read->set_wait_ms(limits::kBufferWaitMs);
+      }
+    }
+    OfferBuffersResponse answer;
+    // Any failure (an older peer, one gone): each is fetched alone, which says why.
+    if (!Peer(peer.first)->OfferBuffers(&context, ask, &answer).ok() ||
+        answer.offers_size() != static_cast<int>(entries.size())) {
+      continue;
+    }
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const BufferOffer& offer = answer.offers(static_cast<int>(k));
+      if (offer.code() == 0 && offer.has_offer()) offers[entries[k]] = offer;
+    }
+  }
+  return offers;
 }
 
 absl::Status Transfers::PullOffered(const std::string& peer, const BulkOffer& offer,
@@ -256,7 +316,8 @@ absl::Status Transfers::PullOffered(const std::string& peer, const BulkOffer& of
   return status;
 }
 
-absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t owner) {
+absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t owner,
+                              const BufferOffer* offered) {
   const BufferHeader& header = request.header();
   SY_ASSIGN_OR_RETURN(int64_t size, CheckHeader(header));
   SY_ASSIGN_OR_RETURN(int ordinal, devices_->OrdinalOf(header.device_id()));
@@ -271,7 +332,19 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
   std::map<std::pair<std::string, uint64_t>, Source> fetched;  // each source once
   if (request.pieces_size() == 1 && IsWhole(request.pieces(0), dims)) {
     const BufferPiece& piece = request.pieces(0);
-    SY_ASSIGN_OR_RETURN(Source source, Fetch(piece));
+    absl::StatusOr<Source> source_or = absl::UnknownError("not offered");
+    if (offered != nullptr) {
+      // Asked for with its batch. Should that fail (an expired ticket, a plane out of
+      // reach), the piece is fetched alone, which asks again.
+      source_or = NewSource(offered->header());
+      if (source_or.ok() &&
+          !PullOffered(piece.source_address(), offered->offer(), *source_or->bytes).ok()) {
+        source_or = absl::UnknownError("offered pull failed");
+      }
+      if (source_or.ok()) ++offered_at_once_;
+    }
+    if (!source_or.ok()) source_or = Fetch(piece);
+    SY_ASSIGN_OR_RETURN(Source source, std::move(source_or));
     if (source.dims == dims) {
       SY_ASSIGN_OR_RETURN(auto buffer, client_->BufferFromOwnedHost(source.bytes, dtype, dims,
                                                                     ordinal, header.memory_kind()));
@@ -332,8 +405,13 @@ absl::Status Transfers::Build(const AssembleBufferRequest& request, uint64_t own
 }
 
 absl::Status Transfers::Assemble(const AssembleBufferRequest& request, uint64_t owner) {
+  return Assemble(request, owner, nullptr);
+}
+
+absl::Status Transfers::Assemble(const AssembleBufferRequest& request, uint64_t owner,
+                                 const BufferOffer* offered) {
   trace::Scoped span(absl::StrCat("assemble ", request.pieces_size(), " pieces"), "transfer");
-  absl::Status status = Guarded("AssembleBuffer", [&] { return Build(request, owner); });
+  absl::Status status = Guarded("AssembleBuffer", [&] { return Build(request, owner, offered); });
   if (!status.ok() && !buffers_->Contains(request.header().buffer_id())) {
     buffers_->AddError(request.header().buffer_id(), status, owner);
   }
@@ -348,12 +426,14 @@ absl::Status Transfers::AssembleAll(const AssembleBuffersRequest& request, uint6
   }
   batched_ += count;
   trace::Scoped span(absl::StrCat("assemble ", count, " buffers"), "transfer");
+  const std::vector<std::optional<BufferOffer>> offers = AskOffers(request);
   std::atomic<int> next{0};
   absl::Mutex mutex;
   absl::Status first;
   auto work = [&] {
     for (int i = next++; i < count; i = next++) {
-      absl::Status status = Assemble(request.buffers(i), owner);
+      const std::optional<BufferOffer>& offer = offers[i];
+      absl::Status status = Assemble(request.buffers(i), owner, offer ? &*offer : nullptr);
       if (status.ok()) continue;
       absl::MutexLock lock(&mutex);
       if (first.ok()) first = std::move(status);

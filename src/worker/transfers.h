@@ -6,7 +6,9 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -53,14 +55,26 @@ class Transfers {
   int64_t bulk_fallbacks() const { return bulk_fallbacks_.load(); }
   // Buffers made by batches (AssembleAll), each counted as its batch starts.
   int64_t batched() const { return batched_.load(); }
+  // Buffers pulled with an offer asked for with their batch's (AskOffers).
+  int64_t offered_at_once() const { return offered_at_once_.load(); }
 
  private:
   struct Source {
     std::vector<int64_t> dims;
     std::shared_ptr<HostBytes> bytes;
   };
-  absl::Status Build(const AssembleBufferRequest& request, uint64_t owner);
+  // `offered`: the source's offer, asked for with its batch's (null: none).
+  absl::Status Assemble(const AssembleBufferRequest& request, uint64_t owner,
+                        const BufferOffer* offered) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Build(const AssembleBufferRequest& request, uint64_t owner,
+                     const BufferOffer* offered);
   absl::StatusOr<Source> Fetch(const BufferPiece& piece);
+  // The offers of a batch's whole buffers from peers, one call a peer; an entry without
+  // an offer is fetched alone (also when the peer is older and cannot offer several).
+  std::vector<std::optional<BufferOffer>> AskOffers(const AssembleBuffersRequest& request)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // A header's buffer, its memory allocated.
+  static absl::StatusOr<Source> NewSource(const BufferHeader& header);
   // From a peer: over gRPC, or on its data plane when `bulk` and it offers that.
   absl::StatusOr<Source> Pull(const BufferPiece& piece, bool bulk);
   absl::Status PullOffered(const std::string& peer, const BulkOffer& offer, HostBytes& bytes)
@@ -80,6 +94,7 @@ class Transfers {
   std::atomic<int64_t> bulk_bytes_pulled_{0};
   std::atomic<int64_t> bulk_fallbacks_{0};
   std::atomic<int64_t> batched_{0};
+  std::atomic<int64_t> offered_at_once_{0};
 };
 
 }  // namespace switchyard::worker

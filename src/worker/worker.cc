@@ -366,6 +366,9 @@ class WorkerServerImpl final : public WorkerServer {
         .Add("switchyard_worker_batched_transfers_total", "counter",
              "Buffers made by batches of transfers (assemble_buffers: many arrays moved at once).",
              transfers_->batched())
+        .Add("switchyard_worker_offered_at_once_total", "counter",
+             "Of those, buffers pulled with offers asked for in one call a peer (OfferBuffers).",
+             transfers_->offered_at_once())
         .Add("switchyard_worker_stream_reads_total", "counter",
              "Small buffers read for a proxy over its operation stream (read_buffer).",
              service_->stream_reads())

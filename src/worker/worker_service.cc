@@ -200,6 +200,18 @@ absl::Status AnswerWithBytes(const BufferStore& store, uint64_t id, uint64_t seq
   return absl::OkStatus();
 }
 
+BufferHeader HeaderOf(uint64_t id, const StoredBuffer& stored) {
+  const pjrt::Buffer& buffer = *stored.buffer;
+  BufferHeader header;
+  header.set_buffer_id(id);
+  header.set_device_id(stored.device_id);
+  header.set_dtype(static_cast<DType>(buffer.dtype()));
+  header.mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
+  header.set_size_bytes(buffer.host_size_bytes());
+  header.set_memory_kind(buffer.memory_kind());
+  return header;
+}
+
 }  // namespace
 
 absl::StatusOr<uint64_t> WorkerService::CheckCaller(const grpc::ServerContext& context) const {
@@ -395,20 +407,59 @@ grpc::Status WorkerService::GetBuffer(grpc::ServerContext* context, const GetBuf
   return ToGrpcStatus(Guarded("GetBuffer", [&] { return ServeBuffer(context, *request, writer); }));
 }
 
+absl::StatusOr<std::shared_ptr<const StoredBuffer>> WorkerService::FindRead(
+    grpc::ServerContext* context, const GetBufferRequest& request) {
+  if (request.after_stream() == 0) {
+    return buffers_->GetWhenPresent(request.buffer_id(), WaitFor(request.wait_ms()));
+  }
+  // Waits exactly as long as the operation making the buffer can still come.
+  SY_RETURN_IF_ERROR(progress_->WaitFor(
+      request.after_stream(), request.after_seq(), absl::FromChrono(context->deadline()),
+      absl::Seconds(limits::kStreamAppearS), [context] { return context->IsCancelled(); }));
+  return buffers_->GetAny(request.buffer_id());
+}
+
+grpc::Status WorkerService::OfferBuffers(grpc::ServerContext* context,
+                                         const OfferBuffersRequest* request,
+                                         OfferBuffersResponse* response) {
+  return ToGrpcStatus(Guarded("OfferBuffers", [&]() -> absl::Status {
+    SY_RETURN_IF_ERROR(CheckCaller(*context).status());
+    if (request->reads_size() > limits::kAssembleBatchMax) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "offers of ", request->reads_size(), " buffers; at most ", limits::kAssembleBatchMax));
+    }
+    for (const GetBufferRequest& read : request->reads()) {
+      BufferOffer* offer = response->add_offers();
+      if (absl::Status status = Offer(context, read, offer); !status.ok()) {
+        offer->Clear();
+        offer->set_code(static_cast<int>(status.code()));
+        offer->set_message(std::string(status.message()));
+      }
+    }
+    return absl::OkStatus();
+  }));
+}
+
+absl::Status WorkerService::Offer(grpc::ServerContext* context, const GetBufferRequest& request,
+                                  BufferOffer* offer) {
+  SY_ASSIGN_OR_RETURN(std::shared_ptr<const StoredBuffer> stored, FindRead(context, request));
+  if (stored->is_strings) return absl::FailedPreconditionError("strings are read inline");
+  SY_RETURN_IF_ERROR(stored->buffer->AwaitReady());
+  *offer->mutable_header() = HeaderOf(request.buffer_id(), *stored);
+  if (offer->header().size_bytes() < limits::kBulkMinBytes) {
+    return absl::FailedPreconditionError("below the data plane's floor: read it inline");
+  }
+  absl::StatusOr<BulkOffer> bulk = OfferBulk(stored);
+  if (!bulk.ok()) return absl::FailedPreconditionError(bulk.status().message());
+  *offer->mutable_offer() = *std::move(bulk);
+  return absl::OkStatus();
+}
+
 absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
                                         const GetBufferRequest& request,
                                         grpc::ServerWriter<GetBufferChunk>* writer) {
   SY_RETURN_IF_ERROR(CheckCaller(*context).status());
-  absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored;
-  if (request.after_stream() != 0) {
-    // Waits exactly as long as the operation making the buffer can still come.
-    SY_RETURN_IF_ERROR(progress_->WaitFor(
-        request.after_stream(), request.after_seq(), absl::FromChrono(context->deadline()),
-        absl::Seconds(limits::kStreamAppearS), [context] { return context->IsCancelled(); }));
-    stored = buffers_->GetAny(request.buffer_id());
-  } else {
-    stored = buffers_->GetWhenPresent(request.buffer_id(), WaitFor(request.wait_ms()));
-  }
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> stored = FindRead(context, request);
   if (!stored.ok()) return stored.status();
   if ((*stored)->is_strings) return ServeStrings(request.buffer_id(), **stored, writer);
   const pjrt::Buffer& buffer = *(*stored)->buffer;
@@ -417,13 +468,7 @@ absl::Status WorkerService::ServeBuffer(grpc::ServerContext* context,
   if (!ready.ok()) return ready;
   const int64_t size = buffer.host_size_bytes();
   GetBufferChunk chunk;
-  BufferHeader* header = chunk.mutable_header();
-  header->set_buffer_id(request.buffer_id());
-  header->set_device_id((*stored)->device_id);
-  header->set_dtype(static_cast<DType>(buffer.dtype()));
-  header->mutable_dims()->Add(buffer.dims().begin(), buffer.dims().end());
-  header->set_size_bytes(size);
-  header->set_memory_kind(buffer.memory_kind());
+  *chunk.mutable_header() = HeaderOf(request.buffer_id(), **stored);
   if (request.bulk() && size >= limits::kBulkMinBytes) {
     if (absl::StatusOr<BulkOffer> offer = OfferBulk(*stored); offer.ok()) {
       *chunk.mutable_offer() = *std::move(offer);

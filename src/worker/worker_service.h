@@ -63,6 +63,8 @@ class WorkerService final : public ::switchyard::Worker::Service {
                        GetInfoResponse* response) override;
   grpc::Status PutBuffer(grpc::ServerContext* context, grpc::ServerReader<PutBufferChunk>* reader,
                          PutBufferResponse* response) override;
+  grpc::Status OfferBuffers(grpc::ServerContext* context, const OfferBuffersRequest* request,
+                            OfferBuffersResponse* response) override;
   grpc::Status GetBuffer(grpc::ServerContext* context, const GetBufferRequest* request,
                          grpc::ServerWriter<GetBufferChunk>* writer) override;
   grpc::Status DeleteBuffers(grpc::ServerContext* context, const DeleteBuffersRequest* request,
@@ -110,6 +112,12 @@ class WorkerService final : public ::switchyard::Worker::Service {
                             grpc::ServerWriter<GetBufferChunk>* writer);
   absl::Status ServeBuffer(grpc::ServerContext* context, const GetBufferRequest& request,
                            grpc::ServerWriter<GetBufferChunk>* writer);
+  // The buffer a read names, once the operation making it has run (as the read says).
+  absl::StatusOr<std::shared_ptr<const StoredBuffer>> FindRead(grpc::ServerContext* context,
+                                                               const GetBufferRequest& request);
+  // A read's header and offer on the data plane (FAILED_PRECONDITION: read it inline).
+  absl::Status Offer(grpc::ServerContext* context, const GetBufferRequest& request,
+                     BufferOffer* offer);
   // Carries out one operation of a Dispatch stream whose answer is its status (a launch:
   // once it is enqueued), on the stream's thread.
   absl::Status RunOperation(const DispatchRequest& request, uint64_t owner,

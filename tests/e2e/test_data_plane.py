@@ -53,8 +53,10 @@ for dtype, n in [(np.bool_, 3 << 20), (np.int8, 2**19), (np.uint8, 2**19 - 1),
     assert got.dtype == v.dtype and got.tobytes() == v.tobytes(), (dtype, n)
 wide = rng.standard_normal((4096, 512), dtype=np.float32)
 np.testing.assert_array_equal(np.asarray(jax.device_put(wide, NamedSharding(m0, P("x"))) * 1), wide)
-# A pytree of sharded arrays (one request): one batch on the destination worker.
-many = [rng.standard_normal(64 + 2 * i, dtype=np.float32) for i in range(4)]
+# A pytree of sharded arrays (one request): one batch on the destination worker, the
+# shards from 512 KiB offered by their holder in one call, the small one fetched alone.
+many = [rng.standard_normal(2**18 + 1024 * i, dtype=np.float32) for i in range(4)] + \
+    [rng.standard_normal(64, dtype=np.float32)]
 moved = jax.device_put(jax.device_put(many, NamedSharding(m0, P("x"))), NamedSharding(m1, P("x")))
 for got, want in zip(moved, many):
     assert got.devices() == set(s1)
@@ -145,6 +147,8 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
     # bound (the 0- and 1-byte arrays) on the proxy's operation streams.
     assert sum(m["switchyard_worker_batched_transfers_total"] for m in metrics) >= 4, metrics
     assert sum(m["switchyard_worker_stream_reads_total"] for m in metrics) >= 2, metrics
+    offered = sum(m["switchyard_worker_offered_at_once_total"] for m in metrics)
+    assert offered == 0 if plane == "off" else offered >= 8, metrics
     p = scrape(proxy)
     proxy_bulk = p['switchyard_proxy_worker_bytes_read_total{path="bulk"}']
     put_bulk = p['switchyard_proxy_worker_bytes_written_total{path="bulk"}']

@@ -373,3 +373,33 @@ def test_worker_reads_a_small_buffer_on_the_stream_and_refuses_what_it_cannot(cl
     assert "at most 262144" in answers[2].message and not answers[2].data, answers[2]
     for seq in (3, 4):
         assert answers[seq].code == grpc.StatusCode.NOT_FOUND.value[0], answers[seq]
+
+
+def test_worker_offers_many_buffers_at_once_and_says_why_not_for_each(cluster):
+    """Worker.OfferBuffers (how a worker asks a peer for a batch's bytes): a buffer from
+    the data plane's floor (512 KiB) gets its header and an offer; a smaller one
+    FAILED_PRECONDITION (read it inline), an unknown one NOT_FOUND, each in its place;
+    more than 256 reads are refused whole."""
+    address = cluster.worker_addresses()[0]
+    ch = grpc.insecure_channel(address)
+    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
+                          request_serializer=WORKER_CHUNK.SerializeToString,
+                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    for buffer_id, n in ((960_001, 2**17), (960_002, 16)):
+        put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
+            buffer_id=buffer_id, device_id=0, dtype=c.F32, dims=[n], size_bytes=4 * n),
+            data=b"\0" * (4 * n))]), timeout=10)
+    offer = ch.unary_unary("/switchyard.Worker/OfferBuffers",
+                           request_serializer=worker_pb2.OfferBuffersRequest.SerializeToString,
+                           response_deserializer=worker_pb2.OfferBuffersResponse.FromString)
+    answer = offer(worker_pb2.OfferBuffersRequest(reads=[
+        worker_pb2.GetBufferRequest(buffer_id=i, bulk=True)
+        for i in (960_001, 960_002, 960_999)]), timeout=30)
+    big, small, unknown = answer.offers
+    assert big.code == 0 and big.header.size_bytes == 2**19 and len(big.offer.ticket) == 16, big
+    assert small.code == grpc.StatusCode.FAILED_PRECONDITION.value[0], small
+    assert unknown.code == grpc.StatusCode.NOT_FOUND.value[0], unknown
+    with pytest.raises(grpc.RpcError) as refused:
+        offer(worker_pb2.OfferBuffersRequest(reads=[
+            worker_pb2.GetBufferRequest(buffer_id=960_001)] * 257), timeout=30)
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT, refused.value
