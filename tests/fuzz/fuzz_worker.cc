@@ -2,8 +2,8 @@
 // (support/in_process_fleet.h) over its gRPC API: an operation on the ordered stream
 // (launches, transfers, assembles, deletions, awaits), a compile request (programs,
 // compile options, device ids), a buffer put (header and bytes), a host callback's
-// result (arrays of any dtype and shape) or a program description request. Input: one
-// selector byte, then the message.
+// result (arrays of any dtype and shape), a program description request or a peer's
+// request for offers. Input: one selector byte, then the message.
 
 #include <cstddef>
 #include <cstdint>
@@ -74,6 +74,13 @@ class World {
     (void)stub_->DescribeProgram(&context, request, &response);
   }
 
+  void Offer(const switchyard::OfferBuffersRequest& request) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    switchyard::OfferBuffersResponse response;
+    (void)stub_->OfferBuffers(&context, request, &response);
+  }
+
  private:
   switchyard::test_support::InProcessFleet fleet_;
   std::unique_ptr<Worker::Stub> stub_;
@@ -86,7 +93,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static World* world = new World;  // lives until exit: the fleet's threads use it
   const uint8_t* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
-  switch (data[0] % 5) {
+  switch (data[0] % 6) {
     case 0: {
       switchyard::DispatchRequest op;
       if (!op.ParseFromArray(body, body_size)) return -1;
@@ -120,6 +127,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       switchyard::DescribeProgramRequest request;
       if (!request.ParseFromArray(body, body_size)) return -1;
       world->Describe(request);
+      break;
+    }
+    case 5: {
+      switchyard::OfferBuffersRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      world->Offer(request);
       break;
     }
   }
