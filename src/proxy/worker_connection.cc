@@ -563,26 +563,19 @@ WorkerConnection::Done WorkerConnection::Waiter::TakeDone() && {
   return [read = std::move(read)](absl::Status status) { read(std::move(status)); };
 }
 
-absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done,
-                                          bool write_here) {
+absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done) {
   DispatchRequest op;
   op.mutable_read_buffer()->set_buffer_id(buffer_id);
-  Claims claims;
-  {
-    absl::MutexLock write_lock(&write_mutex_);
-    // On another stream the buffer might not be made yet when the read comes.
-    auto it = lanes_.find(made.lane);
-    if (it == lanes_.end() || it->second.epoch != made.epoch ||
-        it->second.stream_id != made.stream) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
-    }
-    absl::StatusOr<Ticket> sent = SendLocked(made.lane, std::move(op), nullptr, made.epoch,
-                                             write_here ? &claims : nullptr, std::move(done));
-    if (!sent.ok()) return sent.status();
+  absl::MutexLock write_lock(&write_mutex_);
+  // On another stream the buffer might not be made yet when the read comes.
+  auto it = lanes_.find(made.lane);
+  if (it == lanes_.end() || it->second.epoch != made.epoch || it->second.stream_id != made.stream) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
   }
-  WriteClaimed(claims);
-  return absl::OkStatus();
+  // The lane's writer sends it: the caller (a session answering its client) goes on.
+  return SendLocked(made.lane, std::move(op), nullptr, made.epoch, nullptr, std::move(done))
+      .status();
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {

@@ -170,8 +170,8 @@ class WorkerConnection {
   // it, after the operation `made`: `done` gets its bytes once it is computed, on a
   // reader thread, or its error; DATA_LOSS if the worker is lost first. FAILED_PRECONDITION
   // (and `done` not called) when that lane is no longer the one open: read it another way.
-  absl::Status ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done,
-                          bool write_here = false) ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
+  absl::Status ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done)
+      ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Waits until everything sent on `lane` so far has been carried out (and the
   // deletions waiting for it sent), or the worker is lost, or `timeout` passes. A lane
   // not open has nothing to carry out: the deletions go on another.

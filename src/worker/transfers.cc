@@ -52,6 +52,20 @@ class BufferSource final : public bulk::Source {
   std::unique_ptr<HostBytes> whole_;
 };
 
+// The read of a piece's source on its peer.
+GetBufferRequest ReadOf(const BufferPiece& piece, bool bulk) {
+  GetBufferRequest request;
+  request.set_buffer_id(piece.source_buffer_id());
+  request.set_bulk(bulk);
+  if (piece.source_stream() != 0) {
+    request.set_after_stream(piece.source_stream());
+    request.set_after_seq(piece.source_seq());
+  } else {
+    request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
+  }
+  return request;
+}
+
 // A piece that is all of its source and all of the buffer (a reshard between equal
 // boxes names its coordinates; a copy leaves them out). The source's own dims are
 // checked once it arrives.
@@ -163,16 +177,7 @@ absl::StatusOr<Transfers::Source> Transfers::Pull(const BufferPiece& piece, bool
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
   if (!piece.source_boot().empty()) context.AddMetadata(kBootMetadata, piece.source_boot());
-  GetBufferRequest request;
-  request.set_buffer_id(piece.source_buffer_id());
-  request.set_bulk(bulk);
-  if (piece.source_stream() != 0) {
-    request.set_after_stream(piece.source_stream());
-    request.set_after_seq(piece.source_seq());
-  } else {
-    request.set_wait_ms(limits::kBufferWaitMs);  // its producer may still be on the way
-  }
-  auto reader = Peer(address)->GetBuffer(&context, request);
+  auto reader = Peer(address)->GetBuffer(&context, ReadOf(piece, bulk));
   Source source;
   GetBufferChunk chunk;
   std::optional<BulkOffer> offer;
@@ -259,18 +264,7 @@ std::vector<std::optional<BufferOffer>> Transfers::AskOffers(
     context.set_deadline(absl::ToChronoTime(absl::Now() + kTransferTimeout));
     if (!peer.second.empty()) context.AddMetadata(kBootMetadata, peer.second);
     OfferBuffersRequest ask;
-    for (int i : entries) {
-      const BufferPiece& piece = request.buffers(i).pieces(0);
-      GetBufferRequest* read = ask.add_reads();
-      read->set_buffer_id(piece.source_buffer_id());
-      read->set_bulk(true);
-      if (piece.source_stream() != 0) {
-        read->set_after_stream(piece.source_stream());
-        read->set_after_seq(piece.source_seq());
-      } else {
-        read->set_wait_ms(limits::kBufferWaitMs);
-      }
-    }
+    for (int i : entries) *ask.add_reads() = ReadOf(request.buffers(i).pieces(0), /*bulk=*/true);
     OfferBuffersResponse answer;
     // Any failure (an older peer, one gone): each is fetched alone, which says why.
     if (!Peer(peer.first)->OfferBuffers(&context, ask, &answer).ok() ||

@@ -247,6 +247,20 @@ def test_the_two_crash_repros_are_refused(cluster):
 WORKER_CHUNK = worker_pb2.PutBufferChunk
 
 
+def worker_put(ch):
+    """A worker's PutBuffer on channel `ch`: called with an iterator of chunks."""
+    return ch.stream_unary("/switchyard.Worker/PutBuffer",
+                           request_serializer=WORKER_CHUNK.SerializeToString,
+                           response_deserializer=worker_pb2.PutBufferResponse.FromString)
+
+
+def worker_dispatch(ch):
+    """A worker's Dispatch stream on channel `ch`: called with an iterator of operations."""
+    return ch.stream_stream("/switchyard.Worker/Dispatch",
+                            request_serializer=worker_pb2.DispatchRequest.SerializeToString,
+                            response_deserializer=worker_pb2.DispatchResponse.FromString)
+
+
 def test_worker_refuses_boundary_values_in_headers_and_pieces(cluster):
     """The same for a worker's own API (what a proxy or a peer sends)."""
     address = cluster.worker_addresses()[0]
@@ -258,13 +272,9 @@ def test_worker_refuses_boundary_values_in_headers_and_pieces(cluster):
         pieces=[worker_pb2.BufferPiece(source_buffer_id=77, source_start=[0, 0], size=[2, 2],
                                        dest_start=[0, 0])])
     ch = grpc.insecure_channel(address)
-    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
-                          request_serializer=WORKER_CHUNK.SerializeToString,
-                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    put = worker_put(ch)
     put(iter([WORKER_CHUNK(header=header, data=b"\0" * 16)]), timeout=10)
-    dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
-                                request_serializer=worker_pb2.DispatchRequest.SerializeToString,
-                                response_deserializer=worker_pb2.DispatchResponse.FromString)
+    dispatch = worker_dispatch(ch)
     worker_pid = cluster.child_pid("worker", 0)
     sent = 0
     for mutated in mutations(header):
@@ -292,9 +302,7 @@ def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
     failure answers the batch, and a batch over the bound is refused whole."""
     address = cluster.worker_addresses()[0]
     ch = grpc.insecure_channel(address)
-    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
-                          request_serializer=WORKER_CHUNK.SerializeToString,
-                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    put = worker_put(ch)
     values = np.arange(4, dtype=np.float32)
     put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
         buffer_id=90, device_id=0, dtype=c.F32, dims=[2, 2], size_bytes=16),
@@ -313,9 +321,7 @@ def test_worker_makes_a_batch_of_buffers_and_refuses_an_oversized_one(cluster):
         make(94, source_start=[3, 0], size=[2, 2], dest_start=[0, 0])])  # outside: refused
     oversized = worker_pb2.AssembleBuffersRequest(
         buffers=[make(900_000 + i) for i in range(257)])  # ids no other test here uses
-    dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
-                                request_serializer=worker_pb2.DispatchRequest.SerializeToString,
-                                response_deserializer=worker_pb2.DispatchResponse.FromString)
+    dispatch = worker_dispatch(ch)
     answers = list(dispatch(iter([
         worker_pb2.DispatchRequest(seq=1, assemble_buffers=batch, reply=True),
         worker_pb2.DispatchRequest(seq=2, assemble_buffers=oversized, reply=True)]), timeout=60))
@@ -345,18 +351,14 @@ def test_worker_reads_a_small_buffer_on_the_stream_and_refuses_what_it_cannot(cl
     string array's shard are refused with a status, and the stream goes on."""
     address = cluster.worker_addresses()[0]
     ch = grpc.insecure_channel(address)
-    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
-                          request_serializer=WORKER_CHUNK.SerializeToString,
-                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    put = worker_put(ch)
     small = np.arange(6, dtype=np.int32)
     big = 256 * 1024 // 4 + 1  # one element past the bound
     for buffer_id, values in ((950_001, small), (950_002, np.zeros(big, np.float32))):
         put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
             buffer_id=buffer_id, device_id=0, dtype=c.S32 if values.dtype == np.int32 else c.F32,
             dims=[values.size], size_bytes=values.nbytes), data=values.tobytes())]), timeout=10)
-    dispatch = ch.stream_stream("/switchyard.Worker/Dispatch",
-                                request_serializer=worker_pb2.DispatchRequest.SerializeToString,
-                                response_deserializer=worker_pb2.DispatchResponse.FromString)
+    dispatch = worker_dispatch(ch)
 
     def read(seq, buffer_id):
         return worker_pb2.DispatchRequest(
@@ -382,9 +384,7 @@ def test_worker_offers_many_buffers_at_once_and_says_why_not_for_each(cluster):
     more than 256 reads are refused whole."""
     address = cluster.worker_addresses()[0]
     ch = grpc.insecure_channel(address)
-    put = ch.stream_unary("/switchyard.Worker/PutBuffer",
-                          request_serializer=WORKER_CHUNK.SerializeToString,
-                          response_deserializer=worker_pb2.PutBufferResponse.FromString)
+    put = worker_put(ch)
     for buffer_id, n in ((960_001, 2**17), (960_002, 16)):
         put(iter([WORKER_CHUNK(header=worker_pb2.BufferHeader(
             buffer_id=buffer_id, device_id=0, dtype=c.F32, dims=[n], size_bytes=4 * n),
