@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -36,6 +37,10 @@ ABSL_FLAG(int, workers, 2, "up: number of workers");
 ABSL_FLAG(int, devices_per_worker, 4, "up: CPU devices per worker");
 ABSL_DECLARE_FLAG(int64_t, max_buffer_bytes);
 ABSL_FLAG(int, hosts_per_slice, 1, "up: workers per slice (worker i is host i % n of slice i / n)");
+ABSL_DECLARE_FLAG(int, simulated_hosts);
+ABSL_FLAG(int, simulated_hosts_per_process, 50,
+          "up: simulated hosts (--simulated_hosts) run by each of their processes");
+ABSL_DECLARE_FLAG(int64_t, simulated_launch_us);
 // By default every process of `up` serves on a Unix socket in a directory only this user
 // can enter: no other user of the host reaches any of them. A port puts that process on
 // TCP (at --listen_host) instead.
@@ -342,6 +347,19 @@ std::vector<std::string> WorkerArgs(int i, int workers, const Endpoint& worker,
        absl::StrCat("--buffer_memory_percent=", limits::kUpWorkerBufferMemoryPercent)});
 }
 
+// A process of `count` simulated hosts, slices `first_slice` on, each with
+// --devices_per_worker devices.
+std::vector<std::string> SimulatedHostArgs(int first_slice, int count, const Endpoint& endpoint,
+                                           const std::string& rm_address) {
+  return WithSharedFlags(
+      {"worker", "--simulate", absl::StrCat("--simulated_hosts=", count),
+       absl::StrCat("--simulated_launch_us=", absl::GetFlag(FLAGS_simulated_launch_us)),
+       absl::StrCat("--resource_manager_address=", rm_address), "--metrics_port=-1",
+       endpoint.flags[0], endpoint.flags[1], absl::StrCat("--slice_index=", first_slice),
+       absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
+       absl::StrCat("--cpu_device_count=", absl::GetFlag(FLAGS_devices_per_worker))});
+}
+
 // The proxy shares the machine with the workers: its default bound is a smaller share.
 int64_t UpProxyHostBufferBytes() {
   const int64_t flag = absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes);
@@ -394,8 +412,12 @@ int RunUp(const char* argv0) {
   const int workers = absl::GetFlag(FLAGS_workers);
   const int devices = absl::GetFlag(FLAGS_devices_per_worker);
   const int hosts_per_slice = absl::GetFlag(FLAGS_hosts_per_slice);
-  if (workers < 1 || devices < 1 || hosts_per_slice < 1) {
-    SY_LOG(Error) << "--workers, --devices_per_worker and --hosts_per_slice must be at least 1";
+  const int simulated = absl::GetFlag(FLAGS_simulated_hosts);
+  const int per_process = absl::GetFlag(FLAGS_simulated_hosts_per_process);
+  if (workers < 1 || devices < 1 || hosts_per_slice < 1 || simulated < 0 || per_process < 1) {
+    SY_LOG(Error) << "--workers, --devices_per_worker, --hosts_per_slice and "
+                     "--simulated_hosts_per_process must be at least 1, --simulated_hosts 0 or "
+                     "more";
     return 2;
   }
   const std::string plugin = ReadablePlugin();
@@ -459,6 +481,20 @@ int RunUp(const char* argv0) {
       return 1;
     }
   }
+  // Simulated hosts after the real ones, a process per --simulated_hosts_per_process.
+  const int first_simulated = (workers + hosts_per_slice - 1) / hosts_per_slice;
+  for (int h = 0; h < simulated; h += per_process) {
+    const int count = std::min(per_process, simulated - h);
+    const Endpoint hosts = endpoint(worker_port >= 0, absl::StrCat("sim-", h, ".sock"),
+                                    worker_port == 0 ? 0 : worker_port + workers + h);
+    const std::string name = absl::StrCat("simulated hosts ", h, "-", h + count - 1);
+    cluster.Start(name, SimulatedHostArgs(first_simulated + h, count, hosts, rm_address));
+    if (!WaitForFleet(&cluster, rm_address, workers + h + count, name, deadline)) {
+      SY_LOG(Error) << "the simulated hosts did not come up; stopping the cluster";
+      cluster.Stop(absl::Seconds(5));
+      return 1;
+    }
+  }
   const Endpoint proxy = endpoint(proxy_port >= 0, "proxy.sock", proxy_port);
   cluster.Start("proxy", ProxyArgs(proxy, rm_address));
   if (!WaitForServer(&cluster, "proxy", proxy.address, deadline)) {
@@ -467,12 +503,13 @@ int RunUp(const char* argv0) {
     return 1;
   }
   std::printf(
-      "switchyard: local cluster ready: resource manager %s, %d workers (%d slices), %d devices "
-      "each\n"
+      "switchyard: local cluster ready: resource manager %s, %d workers (%d slices)%s, %d "
+      "devices each\n"
       "  JAX_PLATFORMS=proxy JAX_BACKEND_TARGET=grpc://%s "
       "IFRT_PROXY_USE_INSECURE_GRPC_CREDENTIALS=true python your_program.py\n"
       "  switchyard status --resource_manager_address=%s\n",
-      rm_address.c_str(), workers, (workers + hosts_per_slice - 1) / hosts_per_slice, devices,
+      rm_address.c_str(), workers, first_simulated,
+      simulated > 0 ? absl::StrCat(" and ", simulated, " simulated hosts").c_str() : "", devices,
       proxy.address.c_str(), rm_address.c_str());
   std::fflush(stdout);
 

@@ -1,5 +1,8 @@
+#include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -31,6 +34,16 @@ ABSL_FLAG(int, num_nodes, 1,
 ABSL_FLAG(std::string, kv_epoch, "0",
           "With --num_nodes > 1: names this start of the slice (e.g. the job's restart count); "
           "restarting a slice under the same resource manager needs a new one");
+ABSL_FLAG(bool, simulate, false,
+          "Run simulated hosts: the real worker over a built-in plugin with no device "
+          "(docs/scale.md); no --pjrt_plugin needed. Each is a slice of its own, from "
+          "--slice_index on, with --cpu_device_count devices (0: 1)");
+ABSL_FLAG(int, simulated_hosts, 0,
+          "worker --simulate: simulated hosts this process runs (0: 1), on consecutive ports "
+          "from --server_port (0: free ones). up: simulated hosts beside --workers, "
+          "--simulated_hosts_per_process in each process");
+ABSL_FLAG(int64_t, simulated_launch_us, 1000,
+          "How long a simulated device takes for one launch, in microseconds");
 ABSL_FLAG(int, register_timeout_s, 0,
           "Exit if the resource manager stays unreachable this long (0: retry forever)");
 
@@ -55,7 +68,13 @@ int RunWorker() {
   options.port = port < 0 ? 29005 : port;
   options.resource_manager_address = absl::GetFlag(FLAGS_resource_manager_address);
   options.pjrt_plugin = absl::GetFlag(FLAGS_pjrt_plugin);
-  if (options.pjrt_plugin.empty()) {
+  options.simulate = absl::GetFlag(FLAGS_simulate);
+  options.simulated_launch_us = absl::GetFlag(FLAGS_simulated_launch_us);
+  if (options.simulated_launch_us < 0) {
+    SY_LOG(Error) << "--simulated_launch_us must be 0 or more";
+    return 2;
+  }
+  if (options.pjrt_plugin.empty() && !options.simulate) {
     const char* env = std::getenv("SWITCHYARD_PJRT_PLUGIN");
     if (env == nullptr || *env == '\0') {
       SY_LOG(Error) << "no PJRT plugin: pass --pjrt_plugin=PATH or set SWITCHYARD_PJRT_PLUGIN";
@@ -94,24 +113,45 @@ int RunWorker() {
     options.sidecar_hidden_paths.push_back(key);  // the fleet's identity
   }
 
-  auto server = worker::WorkerServer::Start(options);
-  if (!server.ok()) {
-    SY_LOG(Error) << "cannot start: " << server.status();
-    return 1;
+  const int hosts = options.simulate ? std::max(absl::GetFlag(FLAGS_simulated_hosts), 1) : 1;
+  if (hosts > 1) {
+    SetLogProcessName(
+        absl::StrCat("sim s", options.slice_index, "-", options.slice_index + hosts - 1));
   }
-  worker::WorkerServer* raw = server->get();
-  std::thread([raw] {
+  std::vector<std::unique_ptr<worker::WorkerServer>> servers;
+  for (int h = 0; h < hosts; ++h) {
+    worker::WorkerOptions each = options;
+    each.slice_index = options.slice_index + h;
+    if (h > 0) {
+      // One /metrics for the process; the hosts' own ports follow the first.
+      each.metrics_port = -1;
+      if (options.port > 0) each.port = options.port + h;
+      if (!options.unix_socket.empty())
+        each.unix_socket = absl::StrCat(options.unix_socket, ".", h);
+    }
+    auto server = worker::WorkerServer::Start(each);
+    if (!server.ok()) {
+      SY_LOG(Error) << "cannot start"
+                    << (hosts > 1 ? absl::StrCat(" slice ", each.slice_index) : "") << ": "
+                    << server.status();
+      return 1;
+    }
+    servers.push_back(*std::move(server));
+  }
+  std::thread([&servers] {
     NameThisThread("sy-signals");
     int signal = WaitForTerminationSignal();
     SY_LOG(Info) << "signal " << signal << ": shutting down";
-    raw->Shutdown();
+    for (auto& server : servers) server->Shutdown();
   }).detach();
-  absl::Status status = raw->Wait();
-  if (!status.ok()) {
-    SY_LOG(Error) << "stopping: " << status;
-    return 1;
+  int code = 0;
+  for (auto& server : servers) {
+    if (absl::Status status = server->Wait(); !status.ok()) {
+      SY_LOG(Error) << "stopping: " << status;
+      code = 1;
+    }
   }
-  return 0;
+  return code;
 }
 
 }  // namespace switchyard::cli

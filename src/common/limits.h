@@ -259,6 +259,9 @@ inline constexpr int64_t kHostRegionBytesMax = kArrayElementsMax * 16;
 // Devices of one sharding, mesh or device assignment: device ids are int32 on the
 // IFRT wire, and a tile assignment is materialized as a list.
 inline constexpr int64_t kDevicesMax = int64_t{1} << 20;
+// Outputs of a simulated host's program (common/simulated_program.h): far past what
+// XLA's programs return (a train step's pytree of a few thousand arrays).
+inline constexpr int64_t kExecutableOutputsMax = 1 << 16;
 
 // Spans one process keeps while a profile is taken (about 100 bytes each): minutes of a
 // busy worker; past it, spans are counted as dropped and the trace says so.

@@ -34,12 +34,23 @@ std::string NamedValueText(const PJRT_NamedValue& value) {
 
 }  // namespace
 
-absl::StatusOr<Plugin*> Plugin::Load(const std::string& path) {
-  static absl::Mutex mutex;
-  static auto* loaded = new std::map<std::string, Plugin*>();
-  absl::MutexLock lock(&mutex);
-  if (auto it = loaded->find(path); it != loaded->end()) return it->second;
+namespace {
 
+absl::Mutex loaded_mutex(absl::kConstInit);
+
+// Plugins by path, for the life of the process.
+std::map<std::string, Plugin*>& Loaded() ABSL_EXCLUSIVE_LOCKS_REQUIRED(loaded_mutex) {
+  static auto* loaded = new std::map<std::string, Plugin*>();
+  return *loaded;
+}
+
+}  // namespace
+
+absl::StatusOr<Plugin*> Plugin::Load(const std::string& path) {
+  {
+    absl::MutexLock lock(&loaded_mutex);
+    if (auto it = Loaded().find(path); it != Loaded().end()) return it->second;
+  }
   struct stat st;
   if (path.empty() || stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat("PJRT plugin '", path, "' does not exist"));
@@ -57,7 +68,12 @@ absl::StatusOr<Plugin*> Plugin::Load(const std::string& path) {
     return absl::InvalidArgumentError(
         absl::StrCat("'", path, "' is not a PJRT plugin: it has no GetPjrtApi symbol"));
   }
-  const PJRT_Api* api = get_api();
+  return Adopt(path, get_api());
+}
+
+absl::StatusOr<Plugin*> Plugin::Adopt(const std::string& path, const PJRT_Api* api) {
+  absl::MutexLock lock(&loaded_mutex);
+  if (auto it = Loaded().find(path); it != Loaded().end()) return it->second;
   if (api == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("GetPjrtApi of '", path, "' returned null"));
   }
@@ -75,7 +91,7 @@ absl::StatusOr<Plugin*> Plugin::Load(const std::string& path) {
   }
   SY_RETURN_IF_ERROR(plugin->ReadInfo());
   Plugin* raw = plugin.release();  // lives as long as the process, like the library
-  (*loaded)[path] = raw;
+  Loaded()[path] = raw;
   return raw;
 }
 

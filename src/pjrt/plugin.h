@@ -38,6 +38,9 @@ struct ClientOption {
   std::variant<int64_t, std::string, bool, float, std::vector<int64_t>> value;
 };
 
+// What `Plugin::LoadSimulated` is known by (PluginInfo::path).
+inline constexpr char kSimulatedPluginPath[] = "(simulated)";
+
 class Plugin {
  public:
   // Loads the plugin at `path`, or returns the one already loaded from it.
@@ -45,6 +48,12 @@ class Plugin {
   // `GetPjrtApi`. FAILED_PRECONDITION: a PJRT major version we do not speak, or
   // the plugin's initialization failed.
   static absl::StatusOr<Plugin*> Load(const std::string& path);
+  // A plugin with no device behind it, built into Switchyard, for simulated hosts
+  // (simulated_plugin.cc): CPU-like devices (client option "cpu_device_count") whose
+  // launches take "launch_micros" and compute zeros; it compiles only the metadata of a
+  // real compile (common/simulated_program.h). Its attributes say
+  // switchyard_simulated=true.
+  static absl::StatusOr<Plugin*> LoadSimulated();
 
   const PluginInfo& info() const { return info_; }
   const PJRT_Api* api() const { return api_; }
@@ -56,6 +65,8 @@ class Plugin {
 
  private:
   Plugin(std::string path, const PJRT_Api* api) : api_(api) { info_.path = std::move(path); }
+  // Initializes the plugin behind `api` and keeps it as the one loaded from `path`.
+  static absl::StatusOr<Plugin*> Adopt(const std::string& path, const PJRT_Api* api);
   absl::Status ReadInfo();
 
   const PJRT_Api* api_;

@@ -433,6 +433,10 @@ absl::Status Session::HandleInit(wire::InitResponse* response) {
       plugin = entry.plugin;
     } else if (entry.plugin.platform_name() != platform) {
       continue;  // one platform per session: the client lowers for one
+    } else if (plugin.simulated() && !entry.plugin.simulated()) {
+      // The client lowers for the real plugin that compiles for simulated hosts.
+      platform_version = entry.plugin.platform_version();
+      plugin = entry.plugin;
     }
     devices_[entry.info.global_id()] = entry;
     if (std::find(workers_.begin(), workers_.end(), entry.worker) == workers_.end()) {

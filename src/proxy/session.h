@@ -32,6 +32,7 @@
 #include "proxy/host_buffer_store.h"
 #include "proxy/late_futures.h"
 #include "proxy/launch_budget.h"
+#include "proxy/metadata_cache.h"
 #include "proxy/plugin_program.h"
 #include "proxy/response_sink.h"
 #include "proxy/transfer_batch.h"
@@ -335,6 +336,14 @@ class Session {
   // with the same plugin and device ordinals (for its metadata; that copy is dropped),
   // answering as if for the down worker. DATA_LOSS if no worker fits.
   absl::StatusOr<Compiled> CompileOnStandIn(WorkerConnection* down, const CompileRequest& compile);
+  // What a compile of `compile` on `host` answers, from a real compile on another up,
+  // real worker of this session with the same plugin (for a simulated host: platform)
+  // and the devices' local ordinals; that copy is dropped, and the answer kept for the
+  // next host that asks the same. NOT_FOUND if no worker fits.
+  absl::StatusOr<CompileResponse> CompileForMetadata(WorkerConnection* host,
+                                                     const CompileRequest& compile);
+  // Compiles on `worker`; on a simulated host, the metadata of a real compile.
+  absl::StatusOr<Compiled> CompileOn(WorkerConnection* worker, const CompileRequest& request);
   // Cuts a host array into the shards `sharding` asks for and puts them on the workers.
   // A shard that is the whole dense buffer goes to its worker as the bytes arrive.
   absl::StatusOr<std::shared_ptr<Array>> PutHostArray(DType dtype, std::vector<int64_t> shape,
@@ -393,6 +402,7 @@ class Session {
   // Fetches in flight, on threads of the session's own; their worker calls are
   // cancelled and the threads joined when it ends.
   CallSet calls_;
+  MetadataCache metadata_;  // of compiles on stand-ins
   TaskThreads fetches_{static_cast<int>(limits::kFetchesInFlightMax), "sy-fetch"};
   TaskThreads compiles_{static_cast<int>(limits::kCompilesInFlightMax), "sy-compile"};
 };

@@ -12,6 +12,7 @@
 #include "common/guarded.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/simulated_program.h"
 #include "common/status_macros.h"
 #include "common/thread_name.h"
 #include "common/wire_numbers.h"
@@ -208,7 +209,7 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::FinishCompile(PendingCompil
     for (size_t w = 0; w < workers.size(); ++w) {
       auto run = [&, w] {
         if (workers.size() > 1) NameThisThread("sy-compile");
-        compiled[w] = Compile(workers[w], requests[w], &calls_);
+        compiled[w] = CompileOn(workers[w], requests[w]);
       };
       if (workers.size() == 1) {
         run();
@@ -284,8 +285,18 @@ absl::StatusOr<std::shared_ptr<Executable>> Session::FinishCompile(PendingCompil
 
 absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
                                                    const CompileRequest& compile) {
-  const absl::Status lost = down->CheckEpoch(0);  // its DATA_LOSS, if no stand-in fits
-  // The program's devices on the down worker, by local ordinal.
+  absl::StatusOr<CompileResponse> response = CompileForMetadata(down, compile);
+  if (absl::IsNotFound(response.status())) return down->CheckEpoch(0);  // its DATA_LOSS
+  if (!response.ok()) return response.status();
+  SY_LOG(Info) << "session " << policy_.label << ": slice " << down->slice_index()
+               << " is down; compiled '" << response->name() << "' elsewhere for now";
+  // No epoch of the down worker: compiled there when it is back.
+  return Compiled{*std::move(response), 0};
+}
+
+absl::StatusOr<CompileResponse> Session::CompileForMetadata(WorkerConnection* host,
+                                                            const CompileRequest& compile) {
+  // The program's devices on `host`, by local ordinal.
   std::map<int, int64_t> wanted;
   const PluginInfo* plugin = nullptr;
   for (int64_t id : compile.device_ids()) {
@@ -293,12 +304,14 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     wanted[entry->info.local_ordinal()] = id;
     plugin = &entry->plugin;
   }
-  // Another worker of this session with the same plugin that has those ordinals.
+  if (plugin == nullptr) return absl::InvalidArgumentError("a program on no devices");
+  // Another real worker of this session with the same plugin (a simulated host's: the
+  // same platform) that has those ordinals.
   std::map<WorkerConnection*, std::map<int, int64_t>> candidates;
   for (const auto& [id, entry] : devices_) {
-    if (entry.worker == down || !entry.worker->up() || plugin == nullptr ||
+    if (entry.worker == host || !entry.worker->up() || entry.plugin.simulated() ||
         entry.plugin.platform_name() != plugin->platform_name() ||
-        entry.plugin.platform_version() != plugin->platform_version() ||
+        (!plugin->simulated() && entry.plugin.platform_version() != plugin->platform_version()) ||
         entry.plugin.num_nodes() > 1) {
       continue;
     }
@@ -314,7 +327,6 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     }
     if (to_stand_in.size() != wanted.size()) continue;
     CompileRequest request = compile;
-    request.set_executable_id(NewWorkerObjectId());
     switchyard::xla::CompileOptionsProto options;
     if (!options.ParseFromString(compile.compile_options())) {
       return absl::InvalidArgumentError("compile options are not a CompileOptionsProto");
@@ -325,19 +337,62 @@ absl::StatusOr<Compiled> Session::CompileOnStandIn(WorkerConnection* down,
     }
     request.set_compile_options(options.SerializeAsString());
     for (int64_t& id : *request.mutable_device_ids()) id = to_stand_in.at(id);
-    absl::StatusOr<Compiled> compiled = Compile(stand_in, request);
-    if (!compiled.ok()) return compiled.status();
-    DispatchRequest drop;  // only its metadata was wanted
-    drop.mutable_delete_executables()->add_executable_ids(request.executable_id());
-    stand_in->SendAfter(id_, std::move(drop));
-    for (int64_t& id : *compiled->response.mutable_device_ids()) id = back.at(id);
-    compiled->epoch = 0;  // no epoch of the down worker: compiled there when it is back
-    SY_LOG(Info) << "session " << policy_.label << ": slice " << down->slice_index()
-                 << " is down; compiled '" << compiled->response.name() << "' on slice "
-                 << stand_in->slice_index() << " for now";
-    return compiled;
+    // Hosts with the same ordinals ask the same: a fleet of simulated hosts compiles a
+    // program once.
+    request.set_executable_id(0);
+    const std::string key = absl::StrCat(stand_in->address(), "\n", request.SerializeAsString());
+    std::optional<CompileResponse> known = metadata_.Find(key);
+    if (!known.has_value()) {
+      request.set_executable_id(NewWorkerObjectId());
+      SY_ASSIGN_OR_RETURN(Compiled compiled, Compile(stand_in, request, &calls_));
+      DispatchRequest drop;  // only its metadata was wanted
+      drop.mutable_delete_executables()->add_executable_ids(request.executable_id());
+      stand_in->SendAfter(id_, std::move(drop));
+      known = std::move(compiled.response);
+      metadata_.Add(key, *known);
+    }
+    for (int64_t& id : *known->mutable_device_ids()) id = back.at(id);
+    return *std::move(known);
   }
-  return lost;
+  return absl::NotFoundError("no worker of the session can compile the program for it");
+}
+
+absl::StatusOr<Compiled> Session::CompileOn(WorkerConnection* worker,
+                                            const CompileRequest& request) {
+  SY_ASSIGN_OR_RETURN(const DeviceEntry* first,
+                      SessionDevice(request.device_ids_size() > 0 ? request.device_ids(0) : -1));
+  if (!first->plugin.simulated()) return Compile(worker, request, &calls_);
+  // A simulated host compiles the metadata of a real compile of the program.
+  absl::StatusOr<CompileResponse> model = CompileForMetadata(worker, request);
+  if (absl::IsNotFound(model.status())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "slice ", worker->slice_index(),
+        " is a simulated host: its programs are compiled on a "
+        "real worker of the session with the same device ordinals, and this session has none "
+        "up (start the fleet with a real worker beside the simulated ones: switchyard up "
+        "--workers 1 --simulated_hosts N)"));
+  }
+  if (!model.ok()) return model.status();
+  SimulatedProgram program;
+  program.name = model->name();
+  program.num_replicas = std::max<int64_t>(model->num_replicas(), 1);
+  program.num_partitions = std::max<int64_t>(model->num_partitions(), 1);
+  for (int64_t id : request.device_ids()) {
+    SY_ASSIGN_OR_RETURN(const DeviceEntry* entry, SessionDevice(id));
+    program.device_ordinals.push_back(entry->info.local_ordinal());
+  }
+  for (const OutputSpec& output : model->outputs()) {
+    program.outputs.push_back(
+        {static_cast<int>(output.dtype()), {output.dims().begin(), output.dims().end()}});
+  }
+  CompileRequest simulated = request;
+  simulated.set_format(kSimulatedProgramFormat);
+  simulated.set_program(EncodeSimulatedProgram(program));
+  SY_ASSIGN_OR_RETURN(Compiled compiled, Compile(worker, simulated, &calls_));
+  // What the client learns is the real compile's; the host says where it runs.
+  *model->mutable_device_ids() = compiled.response.device_ids();
+  compiled.response = *std::move(model);
+  return compiled;
 }
 
 absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* part) {
@@ -347,7 +402,7 @@ absl::Status Session::RefreshPart(const Executable& executable, ExecutablePart* 
   // The worker came back: compile the program there again, for the same devices.
   CompileRequest request = executable.request;
   request.set_executable_id(NewWorkerObjectId());
-  absl::StatusOr<Compiled> compiled = Compile(part->worker, request);
+  absl::StatusOr<Compiled> compiled = CompileOn(part->worker, request);
   if (!compiled.ok()) {
     return absl::Status(
         compiled.status().code(),

@@ -56,6 +56,9 @@ PluginInfo ToProto(const pjrt::Plugin& plugin, const pjrt::Client& client) {
   info.set_xla_version(plugin.info().xla_version);
   info.set_stablehlo_current_version(plugin.info().stablehlo_current_version);
   info.set_stablehlo_minimum_version(plugin.info().stablehlo_minimum_version);
+  for (const auto& [name, value] : plugin.info().attributes) {
+    if (name == "switchyard_simulated") info.set_simulated(value == "true");
+  }
   return info;
 }
 
@@ -161,10 +164,15 @@ class WorkerServerImpl final : public WorkerServer {
   }
 
   absl::Status Init(const WorkerOptions& options) {
-    SY_ASSIGN_OR_RETURN(pjrt::Plugin * plugin, pjrt::Plugin::Load(options.pjrt_plugin));
+    SY_ASSIGN_OR_RETURN(pjrt::Plugin * plugin, options.simulate
+                                                   ? pjrt::Plugin::LoadSimulated()
+                                                   : pjrt::Plugin::Load(options.pjrt_plugin));
     std::vector<pjrt::ClientOption> client_options;
     if (options.cpu_device_count > 0) {
       client_options.push_back({"cpu_device_count", int64_t{options.cpu_device_count}});
+    }
+    if (options.simulate) {
+      client_options.push_back({"launch_micros", int64_t{options.simulated_launch_us}});
     }
     if (options.num_nodes > 1) {
       if (options.host_index < 0 || options.host_index >= options.num_nodes) {
@@ -187,9 +195,14 @@ class WorkerServerImpl final : public WorkerServer {
                                        client.status().message()));
     }
     SY_ASSIGN_OR_RETURN(client_, std::move(client));
-    const WorkerPython python = FindWorkerPython(options.python);
-    SY_LOG(Info) << python.summary;
-    RegisterKernels(*plugin, client_->platform_name(), python.path);
+    // A simulated host runs no Python and no kernels: nothing it launches computes.
+    const WorkerPython python = options.simulate
+                                    ? WorkerPython{.colocated_off = "it is a simulated host"}
+                                    : FindWorkerPython(options.python);
+    if (!options.simulate) {
+      SY_LOG(Info) << python.summary;
+      RegisterKernels(*plugin, client_->platform_name(), python.path);
+    }
     devices_ = std::make_unique<DeviceMap>(client_.get());
     const int64_t max_buffer_bytes = MaxBufferBytes(options, client_->platform_name());
     buffers_ = std::make_unique<BufferStore>(max_buffer_bytes);
@@ -198,19 +211,22 @@ class WorkerServerImpl final : public WorkerServer {
                    << " bytes (--max_buffer_bytes)";
     }
     SY_LOG(Info) << "large host buffers: " << HostHugePages().why;
-    if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name()); callbacks.ok()) {
+    if (options.simulate) {
+      // no host callbacks
+    } else if (auto callbacks = HostCallbacks::Create(*plugin, client_->platform_name());
+               callbacks.ok()) {
       callbacks_ = std::move(callbacks).value();
     } else {
       SY_LOG(Info) << "no host callbacks (jax.debug.print, pure_callback): " << callbacks.status();
     }
     executor_ =
         std::make_unique<Executor>(client_.get(), devices_.get(), buffers_.get(), callbacks_.get());
-    OpenCompileCache(options, *plugin);
+    if (!options.simulate) OpenCompileCache(options, *plugin);
     transfers_ =
         std::make_unique<Transfers>(client_.get(), devices_.get(), buffers_.get(), &progress_);
     storage_ = std::make_unique<ShardStorage>(client_.get(), devices_.get(), buffers_.get(),
                                               options.storage_mount_root);
-    if (python.path.empty()) {
+    if (python.path.empty() && !options.simulate) {
       executor_->ExplainMissingKernels(
           "this worker registered no jaxlib kernels: start it with --python=<a Python with "
           "jaxlib> (its start-up log says why it found none)");
@@ -255,9 +271,9 @@ class WorkerServerImpl final : public WorkerServer {
     service_->SetAddress(address_);
     transfers_->SetOwnAddress(address_);
     SY_LOG(Info) << "worker serving on " << address_ << " with " << client_->devices().size() << " "
-                 << client_->platform_name() << " devices (PJRT " << plugin->info().api_major << "."
-                 << plugin->info().api_minor << ", StableHLO "
-                 << plugin->info().stablehlo_current_version << ")";
+                 << (options.simulate ? "simulated " : "") << client_->platform_name()
+                 << " devices (PJRT " << plugin->info().api_major << "." << plugin->info().api_minor
+                 << ", StableHLO " << plugin->info().stablehlo_current_version << ")";
 
     StartRmLink(options, identity);
     SY_ASSIGN_OR_RETURN(metrics_,

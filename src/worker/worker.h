@@ -32,6 +32,11 @@ struct WorkerOptions {
   int slice_index = 0;
   int host_index = 0;
   std::string pjrt_plugin;
+  // A simulated host: the built-in plugin with no device behind it (pjrt::Plugin::
+  // LoadSimulated) instead of `pjrt_plugin`; `cpu_device_count` devices (0: 1) whose
+  // launches take `simulated_launch_us` after their inputs. No Python, kernels or cache.
+  bool simulate = false;
+  int64_t simulated_launch_us = 1000;
   // A Python executable with jaxlib whose custom-call kernels (LAPACK, ...) the plugin
   // gets, and which runs colocated Python sidecars (with jax, cloudpickle and
   // switchyard). Empty: the worker looks for one (--python unset) and logs which it
