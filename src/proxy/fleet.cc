@@ -74,6 +74,7 @@ void Fleet::WatchLoop() {
     }
     WatchFleetRequest request;
     request.set_proxy(proxy_id_);
+    request.set_changes_only(true);  // Apply adds and refreshes; it never drops
     auto reader = rm_->WatchFleet(context.get(), request);
     switchyard::Fleet fleet;
     bool got = false;

@@ -13,6 +13,7 @@
 #include "common/thread_name.h"
 #include "common/wire_record.h"
 #include "rm/dashboard.h"
+#include "rm/fleet_changes.h"
 #include "rm/host_probe.h"
 
 namespace switchyard::rm {
@@ -365,6 +366,7 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
     }
   };
   uint64_t sent = 0;
+  FleetChanges changes;
   while (true) {
     Fleet fleet;
     {
@@ -379,6 +381,8 @@ grpc::Status RmService::WatchFleet(grpc::ServerContext* context, const WatchFlee
       fleet = FleetLocked();
       sent = fleet.version();
     }
+    // Outside the lock: comparing a large fleet's slices is the watcher's own cost.
+    if (request->changes_only()) fleet = changes.Next(fleet);
     if (!writer->Write(fleet)) return grpc::Status::OK;
   }
 }

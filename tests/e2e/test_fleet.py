@@ -565,3 +565,25 @@ def test_status_counts_the_restarts_a_supervisor_hides(spawn, plugin):
                                capture_output=True, text=True, timeout=30).stdout
         assert "RESTARTS" in table.splitlines()[1], table
         assert re.search(r"\b1 \(\d+s ago\)", table), table
+
+
+def test_a_watch_of_changes_gets_the_fleet_then_only_the_slices_that_changed(rm, start_worker):
+    # Simulated hosts: the real worker over a plugin with no device, cheap to start.
+    workers = {s: start_worker(s, 0, 0, 1, "--simulate") for s in range(3)}
+    channel = grpc.insecure_channel(rm.address)
+    stub = rm_pb2_grpc.ResourceManagerStub(channel)
+    stream = stub.WatchFleet(rm_pb2.WatchFleetRequest(changes_only=True), timeout=30)
+    first = next(stream)
+    assert sorted(s.slice_index for s in first.slices) == [0, 1, 2]
+    workers[1].proc.send_signal(signal.SIGKILL)
+    # Until slice 1 shows down, every message names slice 1 alone: nothing else changed.
+    for message in stream:
+        assert [s.slice_index for s in message.slices] == [1], message
+        assert message.version > first.version
+        if not message.slices[0].healthy:
+            break
+    stream.cancel()
+    # A plain watch still gets whole fleets.
+    whole = next(stub.WatchFleet(rm_pb2.WatchFleetRequest(), timeout=30))
+    assert sorted(s.slice_index for s in whole.slices) == [0, 1, 2]
+    channel.close()
