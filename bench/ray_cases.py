@@ -3,6 +3,7 @@ one computation = the all-reduce-and-add of a slice's scalars, here a 2-element
 mean-plus-one in an actor, feeding the next. Prints one JSON object."""
 
 import json
+import logging
 import time
 
 import numpy as np
@@ -24,7 +25,7 @@ class Device:
 
 
 def main(iters=300, reps=5):
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     actor = Device.remote()  # type: ignore[attr-defined]  # added by @ray.remote
     x = np.zeros(2, np.float32)
     ray.get(actor.step.remote(x))

@@ -23,6 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 import switchyard  # noqa: E402
+from scale import plot_scale, render_scale, scale  # noqa: E402
 from switchyard.worker_client import WorkerClient  # noqa: E402
 
 PER_SLICE = 2  # devices per worker: XLA CPU collectives need a thread per device
@@ -237,7 +238,7 @@ def main():
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--only", choices=["checkpoint", "colocated", "compile_cache",
                                            "data_plane", "flood", "pool", "several_clients",
-                                           "rl", "shares", "transport"],
+                                           "rl", "scale", "shares", "transport"],
                         help="run one section and write its own report")
     args = parser.parse_args()
     # One section, with a report of its own: name -> (title, run, render).
@@ -267,7 +268,10 @@ def main():
                 "data_plane": ("buffers between workers: the bulk data plane against gRPC",
                                lambda: data_plane(2 if args.quick else 3), render_data_plane),
                 "rl": ("Tunix RL across slices: weight sync, small fetches, GRPO steps",
-                       lambda: rl(args.quick), render_rl)}
+                       lambda: rl(args.quick), render_rl),
+                "scale": ("the control plane over hundreds of simulated hosts",
+                          lambda: scale([16, 128] if args.quick else [16, 128, 1000]),
+                          render_scale)}
     if args.only in sections:
         title, run, render_section = sections[args.only]
         r: dict[str, Any] = {
@@ -280,6 +284,8 @@ def main():
             f"Machine: {r['machine']}. Run: {r['date']}.\n\n" + render_section(r)
         (out / f"{args.only}.md").write_text(report)
         (out / f"{args.only}.json").write_text(json.dumps(r, indent=1))
+        if args.only == "scale":
+            plot_scale(r, out)
         print(report)
         return
     quick = args.quick
