@@ -5,6 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/limits.h"
+#include "common/wire_numbers.h"
 
 namespace switchyard {
 namespace {
@@ -86,6 +87,13 @@ absl::StatusOr<SimulatedProgram> DecodeSimulatedProgram(absl::string_view text) 
               ParseList(value.substr(gap + 1), limits::kArrayRankMax, "dimension", &output.dims);
           !s.ok()) {
         return s;
+      }
+      int64_t elements = 1;
+      for (int64_t dim : output.dims) {
+        absl::StatusOr<int64_t> product =
+            CheckedProduct(elements, dim, limits::kArrayElementsMax, "a simulated output");
+        if (!product.ok()) return product.status();
+        elements = *product;
       }
       program.outputs.push_back(std::move(output));
     } else {

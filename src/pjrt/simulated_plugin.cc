@@ -3,7 +3,8 @@
 // exercises the real control plane at a scale no machine here could hold with real
 // plugins. What it does:
 // - devices look like the CPU plugin's ("cpu", three memories each);
-// - buffers hold their bytes, so puts, fetches and transfers carry real data;
+// - buffers hold their bytes, so puts, fetches and transfers carry real data (a
+//   launch's outputs are zeros, held as none);
 // - it compiles only `kSimulatedProgramFormat`: the metadata of a real compile of the
 //   program on another worker (the proxy sends it), never a program itself;
 // - a launch's outputs are zeros, computed `launch_micros` after its inputs and the
@@ -172,8 +173,10 @@ struct PJRT_Buffer {
   std::vector<int64_t> minor_to_major;
   PJRT_Device* device = nullptr;
   PJRT_Memory* memory = nullptr;
-  // Written before `ready` is set, read after.
-  std::shared_ptr<std::string> bytes;
+  int64_t size = 0;
+  // What a put gave; empty for a launch's output, whose bytes are all zeros (held as
+  // none, so a simulated host's memory does not grow with its programs' outputs).
+  std::shared_ptr<const std::string> bytes;
   std::shared_ptr<Readiness> ready;
 };
 
@@ -379,6 +382,7 @@ PJRT_Buffer* NewBuffer(PJRT_Buffer_Type type, std::vector<int64_t> dims, PJRT_De
   }
   buffer->device = device;
   buffer->memory = memory != nullptr ? memory : device->memory_list[0];
+  buffer->size = ByteSize(type, buffer->dims);
   return buffer;
 }
 
@@ -387,8 +391,8 @@ PJRT_Error* BufferFromHostBuffer(PJRT_Client_BufferFromHostBuffer_Args* args) {
   if (args->device == nullptr) return Unimplemented("buffers without a device");
   std::vector<int64_t> dims(args->dims, args->dims + args->num_dims);
   PJRT_Buffer* buffer = NewBuffer(args->type, std::move(dims), args->device, args->memory);
-  const int64_t size = ByteSize(args->type, buffer->dims);
-  buffer->bytes = std::make_shared<std::string>(static_cast<const char*>(args->data), size);
+  buffer->bytes =
+      std::make_shared<const std::string>(static_cast<const char*>(args->data), buffer->size);
   buffer->ready = Ready();
   args->done_with_host_buffer = nullptr;  // copied already
   args->buffer = buffer;
@@ -431,7 +435,7 @@ PJRT_Error* BufferGetMemoryLayout(PJRT_Buffer_GetMemoryLayout_Args* args) {
 }
 
 PJRT_Error* BufferOnDeviceSizeInBytes(PJRT_Buffer_OnDeviceSizeInBytes_Args* args) {
-  args->on_device_size_in_bytes = ByteSize(args->buffer->type, args->buffer->dims);
+  args->on_device_size_in_bytes = args->buffer->size;
   return nullptr;
 }
 
@@ -443,19 +447,26 @@ PJRT_Error* BufferReadyEvent(PJRT_Buffer_ReadyEvent_Args* args) {
 // Copies bytes [offset, offset + size) of `buffer` to `dst` once it is computed.
 PJRT_Event* CopyOut(const PJRT_Buffer& buffer, void* dst, int64_t offset, int64_t size) {
   auto done = std::make_shared<Readiness>();
-  std::shared_ptr<std::string> bytes = buffer.bytes;
+  if (offset > buffer.size || size > buffer.size - offset) {
+    done->Set(absl::OutOfRangeError("a copy past the end of a simulated buffer"));
+    return NewEvent(std::move(done));
+  }
+  std::shared_ptr<const std::string> bytes = buffer.bytes;
   buffer.ready->Then([done, bytes, dst, offset, size](absl::Status status) {
-    if (status.ok() && offset + size > static_cast<int64_t>(bytes->size())) {
-      status = absl::OutOfRangeError("a copy past the end of a simulated buffer");
+    if (status.ok()) {
+      char* out = static_cast<char*>(dst);
+      const int64_t held = bytes == nullptr ? 0 : static_cast<int64_t>(bytes->size());
+      const int64_t from_bytes = std::clamp<int64_t>(held - offset, 0, size);
+      if (from_bytes > 0) std::copy_n(bytes->data() + offset, from_bytes, out);
+      std::fill_n(out + from_bytes, size - from_bytes, '\0');
     }
-    if (status.ok()) std::copy_n(bytes->data() + offset, size, static_cast<char*>(dst));
     done->Set(status);
   });
   return NewEvent(std::move(done));
 }
 
 PJRT_Error* BufferToHostBuffer(PJRT_Buffer_ToHostBuffer_Args* args) {
-  const int64_t size = ByteSize(args->src->type, args->src->dims);
+  const int64_t size = args->src->size;
   if (args->dst == nullptr) {
     args->dst_size = size;
     return nullptr;
@@ -616,30 +627,21 @@ PJRT_Error* LoadedExecutableExecute(PJRT_LoadedExecutable_Execute_Args* args) {
     std::vector<std::shared_ptr<Readiness>> inputs;
     for (size_t a = 0; a < args->num_args; ++a) inputs.push_back(args->argument_lists[d][a]->ready);
     auto done = std::make_shared<Readiness>();
-    std::vector<std::shared_ptr<std::string>> outputs;
     size_t next_dim = 0;
     for (size_t o = 0; o < executable.types.size(); ++o) {
       std::vector<int64_t> dims(executable.dims.begin() + next_dim,
                                 executable.dims.begin() + next_dim + executable.ranks[o]);
       next_dim += executable.ranks[o];
       PJRT_Buffer* buffer = NewBuffer(executable.types[o], std::move(dims), device, nullptr);
-      buffer->bytes = std::make_shared<std::string>();
-      buffer->ready = done;
-      outputs.push_back(buffer->bytes);
+      buffer->ready = done;  // zeros: no bytes held
       args->output_lists[d][o] = buffer;
     }
     if (args->device_complete_events != nullptr) args->device_complete_events[d] = NewEvent(done);
-    std::vector<int64_t> sizes;
-    for (PJRT_Buffer* const* out = args->output_lists[d];
-         out != args->output_lists[d] + executable.types.size(); ++out) {
-      sizes.push_back(ByteSize((*out)->type, (*out)->dims));
-    }
-    AfterAll(inputs, [device, done, outputs, sizes, launch_time](absl::Status status) {
+    AfterAll(inputs, [device, done, launch_time](absl::Status status) {
       if (!status.ok()) {
         done->Set(status);
         return;
       }
-      for (size_t o = 0; o < outputs.size(); ++o) outputs[o]->assign(sizes[o], '\0');
       absl::Time end;
       {
         absl::MutexLock lock(&device->mutex);

@@ -34,6 +34,12 @@ TEST(SimulatedProgramTest, RefusesWhatItWouldNotWrite) {
   }
 }
 
+TEST(SimulatedProgramTest, RefusesOutputsPastTheElementBound) {
+  EXPECT_EQ(
+      DecodeSimulatedProgram("devices 0\noutput 11 4294967296,4294967296\nname x").status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
 TEST(SimulatedProgramTest, BoundsRank) {
   std::string dims = "1";
   for (int i = 0; i < 64; ++i) dims += ",1";

@@ -80,6 +80,25 @@ TEST(SimulatedPluginTest, LaunchesTakeTheirTimeOneAfterAnother) {
   for (size_t i = 0; i < (*zeros)->size(); ++i) EXPECT_EQ((*zeros)->data()[i], 0);
 }
 
+TEST(SimulatedPluginTest, OutputsAreZerosHeldAsNone) {
+  std::unique_ptr<Client> client = NewClient(1, 0);
+  SimulatedProgram program;
+  program.name = "huge";
+  program.device_ordinals = {0};
+  program.outputs = {{static_cast<int>(DType::kF32), {1 << 16, 1 << 18}}};  // 64 GiB
+  absl::StatusOr<std::unique_ptr<Executable>> executable =
+      client->Compile(EncodeSimulatedProgram(program), kSimulatedProgramFormat, "");
+  ASSERT_TRUE(executable.ok()) << executable.status();
+  absl::StatusOr<Launch> launch = (*executable)->Execute({{}});
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  const Buffer& out = *launch->outputs[0][0];
+  EXPECT_EQ(out.host_size_bytes(), int64_t{1} << 36);
+  char tail[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  ASSERT_TRUE(out.CopyRangeToHost((int64_t{1} << 36) - 8, {tail, 8}).ok());
+  for (char c : tail) EXPECT_EQ(c, 0);
+  EXPECT_EQ(out.CopyRangeToHost(int64_t{1} << 36, {tail, 8}).code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST(SimulatedPluginTest, CompilesOnlyMetadata) {
   std::unique_ptr<Client> client = NewClient(1, 0);
   absl::StatusOr<std::unique_ptr<Executable>> real = client->Compile("module {}", "mlir", "");
