@@ -10,7 +10,9 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/ordered_writer.h"
 #include "common/status_macros.h"
+#include "common/thread_name.h"
 #include "switchyard/rm.pb.h"
 
 namespace switchyard::proxy {
@@ -41,19 +43,24 @@ void WorkerConnection::Close() {
   {
     absl::MutexLock lock(&mutex_);
     closing_ = true;
-    for (const auto& [key, state] : live_lanes_) state->stream->Cancel();
+    // Unblocks writes stuck on a worker that does not read, so the lock below comes.
+    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
   }
-  std::vector<std::shared_ptr<LaneStream>> streams;
+  std::vector<Reader> readers;
+  std::vector<std::shared_ptr<Writer>> writers;
   {
     absl::MutexLock write_lock(&write_mutex_);
+    for (auto& [key, lane] : lanes_) {
+      lane.state->context->TryCancel();
+      writers.push_back(std::move(lane.writer));
+    }
     lanes_.clear();
-    streams.swap(streams_);
+    readers.swap(readers_);
   }
-  // Their ends fail what still waits (with UNAVAILABLE: closing); none runs after we go.
-  for (const std::shared_ptr<LaneStream>& stream : streams) {
-    stream->Cancel();
-    stream->AwaitDone();
-  }
+  // Their writes, if any (also senders' claimed ones), fail now that the streams are
+  // cancelled; senders holding them find them closed.
+  for (const std::shared_ptr<Writer>& writer : writers) writer->Close();
+  for (Reader& reader : readers) reader.thread.join();
 }
 
 std::string WorkerConnection::Describe() const {
@@ -200,9 +207,9 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
     ++epoch_;
     down_ = closing_ ? absl::UnavailableError("the proxy is stopping")
                      : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
-    // The epoch's streams fail what waits on it as they end (never here: callers may
-    // hold locks), once cancelled; that also ends stuck writes.
-    for (const auto& [key, state] : live_lanes_) state->stream->Cancel();
+    // The epoch's readers fail what waits on it (never here: callers may hold locks),
+    // once its streams are cancelled; that also unblocks stuck writes.
+    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
     live_lanes_.clear();
     pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
     if (closing_) return;
@@ -228,41 +235,63 @@ absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint6
   if (!lanes) key = 0;  // the worker reads one stream: everything goes on it, in order
   Lane& lane = lanes_[key];
   if (lane.epoch == epoch && lane.stream != nullptr) return &lane;
-  // Streams that ended are let go of here, so they do not pile up.
-  std::erase_if(streams_, [](const std::shared_ptr<LaneStream>& s) { return s->done(); });
-  // The lane's stream of an earlier epoch was cancelled when the epoch ended (and is
-  // now, to be sure).
-  if (lane.stream != nullptr) lane.stream->Cancel();
+  // Readers of ended streams are joined here, so they do not pile up (each has left its
+  // loop: the join waits for nothing).
+  for (auto it = readers_.begin(); it != readers_.end();) {
+    if (it->finished->load()) {
+      it->thread.join();
+      it = readers_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // The lane's writer of an earlier epoch: its stream was cancelled when the epoch
+  // ended (and is now, to be sure), so a write still in progress fails at once.
+  if (lane.writer != nullptr) {
+    lane.writer->Close(absl::ZeroDuration(), [state = lane.state] { state->context->TryCancel(); });
+  }
   auto context = std::make_shared<grpc::ClientContext>();
   lane = Lane{};
   lane.key = key;
   lane.epoch = epoch;
   lane.stream_id = RandomNonZero();
   lane.numbers_gangs = lanes;
+  lane.state = std::make_shared<LaneState>(epoch, context);
   context->AddMetadata(kOwnerMetadata, owner);
   context->AddMetadata(kBootMetadata, boot);
   context->AddMetadata(kStreamMetadata, absl::StrCat(lane.stream_id));
-  auto closed = std::make_shared<std::atomic<bool>>(false);
   // Under the write lock, but it waits for nothing: the call is queued until the
   // channel connects (WorkerConnectionTest.OpeningLanesToAWorkerThatDoesNotAnswer...).
-  // Operations go out as gRPC takes them: a sender never waits on a worker that is slow
-  // to read. The callbacks hold no reference to the lane, only what they report.
-  lane.stream = LaneStream::Start(
-      stub.get(), std::move(context),
-      [this, epoch](DispatchResponse& response) { Answered(response, epoch); },
-      [this, epoch, stream_id = lane.stream_id, closed](absl::Status finished) {
-        LaneEnded(finished, epoch, stream_id, closed->load());
-      });
-  lane.state = std::make_shared<LaneState>(LaneState{epoch, lane.stream, std::move(closed)});
-  streams_.push_back(lane.stream);
+  lane.stream = std::shared_ptr<Stream>(stub->Dispatch(context.get()));
+  // Operations go out on a thread of the stream's own: a sender never waits on a worker
+  // that is slow to read (and never holds the write lock while it does).
+  lane.writer = std::make_shared<Writer>(
+      [this, stream = lane.stream, state = lane.state](const DispatchRequest& op) {
+        state->write_started_ns.store(absl::GetCurrentTimeNanos());
+        const bool written = stream->Write(op);
+        state->write_started_ns.store(0);
+        if (!written) MarkDown(state->epoch, "its operation stream failed");
+        return written;
+      },
+      "sy-worker-out");
   {
     absl::MutexLock lock(&mutex_);
     if (epoch_ != epoch) {
-      lane.stream->Cancel();  // it ended meanwhile; the stream's end finds out
+      context->TryCancel();  // it ended meanwhile; the reader below finds out
     } else {
       live_lanes_[key] = lane.state;
     }
   }
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  readers_.push_back(Reader{std::thread([this, stream = lane.stream, state = lane.state,
+                                         stream_id = lane.stream_id, finished]() mutable {
+                              NameThisThread("sy-worker-in");
+                              ReadLoop(stream, state, stream_id);
+                              stream.reset();  // before its context, which `state` holds
+                              state.reset();
+                              finished->store(true);
+                            }),
+                            finished});
   return &lane;
 }
 
@@ -308,8 +337,19 @@ std::vector<uint64_t> WorkerConnection::TakeDeletesLocked(const Lane& lane) {
   return deletes;
 }
 
-bool WorkerConnection::WriteLocked(Lane& lane, DispatchRequest op) {
-  return lane.stream != nullptr && lane.stream->Post(std::move(op));
+bool WorkerConnection::WriteLocked(Lane& lane, DispatchRequest op, Claims* claims) {
+  if (lane.writer == nullptr) return false;
+  if (claims == nullptr) return lane.writer->Post(std::move(op));
+  bool claimed = false;
+  const bool posted = lane.writer->Post(std::move(op), &claimed);
+  if (claimed) claims->push_back(lane.writer);
+  return posted;
+}
+
+void WorkerConnection::WriteClaimed(const Claims& claims) {
+  // A few messages each: a sender writes its own, not a queue that others keep filling.
+  constexpr size_t kWritesHere = 4;
+  for (const std::shared_ptr<Writer>& writer : claims) writer->WriteClaimed(kWritesHere);
 }
 
 void WorkerConnection::CheckStall(absl::Duration limit) {
@@ -318,7 +358,7 @@ void WorkerConnection::CheckStall(absl::Duration limit) {
   {
     absl::MutexLock lock(&mutex_);
     for (const auto& [key, state] : live_lanes_) {
-      const int64_t started = state->stream->write_started_ns();
+      const int64_t started = state->write_started_ns.load();
       if (started != 0 && now - started >= absl::ToInt64Nanoseconds(limit)) {
         stalled.push_back(state->epoch);
       }
@@ -357,10 +397,17 @@ void WorkerConnection::SendDeletes() {
 }
 
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(uint64_t lane, DispatchRequest op,
-                                                                Done done,
-                                                                uint64_t expected_epoch) {
-  absl::MutexLock write_lock(&write_mutex_);
-  return SendLocked(lane, std::move(op), std::move(done), expected_epoch);
+                                                                Done done, uint64_t expected_epoch,
+                                                                bool write_here) {
+  Claims claims;
+  absl::StatusOr<Ticket> ticket;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    ticket = SendLocked(lane, std::move(op), std::move(done), expected_epoch,
+                        write_here ? &claims : nullptr);
+  }
+  WriteClaimed(claims);
+  return ticket;
 }
 
 void WorkerConnection::SendAfter(uint64_t lane, DispatchRequest op) {
@@ -371,11 +418,11 @@ void WorkerConnection::SendAfter(uint64_t lane, DispatchRequest op) {
     if (!up_) return;
     epoch = epoch_;
   }
-  (void)SendLocked(OpenLaneOrAnyLocked(lane, epoch), std::move(op), nullptr, 0);
+  (void)SendLocked(OpenLaneOrAnyLocked(lane, epoch), std::move(op), nullptr, 0, nullptr);
 }
 
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
-    uint64_t lane, std::vector<Part> parts) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    uint64_t lane, std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.
   std::vector<size_t> order(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) order[i] = i;
@@ -412,14 +459,17 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   // its peers get their parts; those then wait in a collective until the plugin gives
   // up. The host is lost either way, and so is the launch.
   std::vector<Ticket> tickets(parts.size());
+  Claims claims;
   if (down.ok()) {
     for (size_t i = 0; i < parts.size(); ++i) {
-      absl::StatusOr<Ticket> ticket = parts[i].worker->SendLocked(
-          lane, std::move(parts[i].op), std::move(parts[i].done), parts[i].expected_epoch);
+      absl::StatusOr<Ticket> ticket =
+          parts[i].worker->SendLocked(lane, std::move(parts[i].op), std::move(parts[i].done),
+                                      parts[i].expected_epoch, write_here ? &claims : nullptr);
       if (ticket.ok()) tickets[i] = *ticket;
     }
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) parts[*it].worker->write_mutex_.Unlock();
+  WriteClaimed(claims);
   if (!down.ok()) return down;
   return tickets;
 }
@@ -427,6 +477,7 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
 absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(uint64_t key,
                                                                       DispatchRequest op, Done done,
                                                                       uint64_t expected_epoch,
+                                                                      Claims* claims,
                                                                       ReadDone read) {
   SY_ASSIGN_OR_RETURN(Lane * lane, EnsureLaneLocked(key));
   if (expected_epoch != 0 && lane->epoch != expected_epoch) return CheckEpoch(expected_epoch);
@@ -440,49 +491,52 @@ absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(uint64_t k
     if (absl::Status current = CheckEpochLocked(ticket.epoch); !current.ok()) return current;
     waiting_[ticket.seq] = Waiter{ticket.epoch, ticket.stream, std::move(done), std::move(read)};
   }
-  // A failed write ends the epoch, whose streams' ends then fail the waiter registered
-  // above; what the operation was to make is lost with the epoch.
-  if (!WriteLocked(*lane, std::move(op))) {
+  // A failed write ends the epoch, whose reader then fails the waiter registered above;
+  // what the operation was to make is lost with the epoch.
+  if (!WriteLocked(*lane, std::move(op), claims)) {
     MarkDown(ticket.epoch, "its operation stream failed");
   }
   return ticket;
 }
 
-void WorkerConnection::Answered(DispatchResponse& response, uint64_t epoch) {
-  if (response.has_host_callback()) {
-    if (host_callbacks_ != nullptr) host_callbacks_(response.host_callback(), this);
-    return;
-  }
-  absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
-  Done done;
-  ReadDone read;
-  {
-    absl::MutexLock lock(&mutex_);
-    auto it = waiting_.find(response.seq());
-    if (it != waiting_.end() && it->second.epoch == epoch) {
-      done = std::move(it->second.done);
-      read = std::move(it->second.read);
-      waiting_.erase(it);
+void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state,
+                                uint64_t stream_id) {
+  const uint64_t epoch = state->epoch;
+  DispatchResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_host_callback()) {
+      if (host_callbacks_ != nullptr) host_callbacks_(response.host_callback(), this);
+      continue;
+    }
+    absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
+    Done done;
+    ReadDone read;
+    {
+      absl::MutexLock lock(&mutex_);
+      auto it = waiting_.find(response.seq());
+      if (it != waiting_.end() && it->second.epoch == epoch) {
+        done = std::move(it->second.done);
+        read = std::move(it->second.read);
+        waiting_.erase(it);
+      }
+    }
+    if (read != nullptr) {
+      if (status.ok()) {
+        read(std::move(*response.mutable_data()));
+      } else {
+        read(status);
+      }
+    } else if (done != nullptr) {
+      done(status);
+    } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
+      SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
+                      << " failed: " << status;
     }
   }
-  if (read != nullptr) {
-    if (status.ok()) {
-      read(std::move(*response.mutable_data()));
-    } else {
-      read(status);
-    }
-  } else if (done != nullptr) {
-    done(status);
-  } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
-    SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
-                    << " failed: " << status;
-  }
-}
-
-void WorkerConnection::LaneEnded(const absl::Status& finished, uint64_t epoch, uint64_t stream_id,
-                                 bool closed) {
+  absl::Status finished = FromGrpcStatus(stream->Finish());
   // A lane closed here ends alone. Otherwise what the stream was to carry out will not
   // be, and the epoch is over.
+  const bool closed = state->closed.load();
   if (!closed) {
     MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
   }
@@ -519,8 +573,9 @@ absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id
     return absl::FailedPreconditionError(
         absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
   }
-  // Queued: the caller (a session answering its client) goes on.
-  return SendLocked(made.lane, std::move(op), nullptr, made.epoch, std::move(done)).status();
+  // The lane's writer sends it: the caller (a session answering its client) goes on.
+  return SendLocked(made.lane, std::move(op), nullptr, made.epoch, nullptr, std::move(done))
+      .status();
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {
@@ -575,11 +630,13 @@ void WorkerConnection::CloseLane(uint64_t key, absl::Duration grace) {
     if (live != live_lanes_.end() && live->second == lane.state) live_lanes_.erase(live);
   }
   if (lane.stream == nullptr) return;
-  lane.state->closed->store(true);
+  lane.state->closed.store(true);
   // What is queued goes out first (the session's last deletions), then the half-close;
   // the worker carries everything out before it ends the stream.
-  if (!lane.stream->AwaitIdle(grace)) lane.stream->Cancel();
-  lane.stream->CloseWrites();
+  auto cancel = [state = lane.state] { state->context->TryCancel(); };
+  if (!lane.writer->AwaitIdle(grace)) cancel();
+  lane.writer->Close(absl::ZeroDuration(), cancel);
+  lane.stream->WritesDone();
 }
 
 absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(grpc::ClientContext* context) {
