@@ -18,12 +18,19 @@ constexpr absl::Duration kWatchBackoffMin = absl::Milliseconds(100);
 constexpr absl::Duration kWatchBackoffMax = absl::Seconds(2);
 constexpr absl::Duration kProbePeriod = absl::Milliseconds(250);
 
+// Threads for every lane's completions: settling an answer is short, so a few carry
+// thousands of hosts; more than one so a burst of answers spreads over cores.
+size_t LanePoolThreads() {
+  return std::clamp<size_t>(std::thread::hardware_concurrency() / 4, 2, 8);
+}
+
 }  // namespace
 
 Fleet::Fleet(std::string rm_address, WorkerConnection::HostCallbackSink host_callbacks)
     : rm_address_(std::move(rm_address)),
       proxy_id_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX)),
       host_callbacks_(std::move(host_callbacks)),
+      lane_pool_(std::make_shared<CompletionPool>(LanePoolThreads(), "sy-lanes")),
       rm_(ResourceManager::NewStub(CreateChannel(rm_address_))) {
   watcher_ = std::thread([this] {
     NameThisThread("sy-fleet-watch");
@@ -192,7 +199,8 @@ void Fleet::Apply(const switchyard::Fleet& fleet) {
         const HostKey key{host.slice_index(), host.host_index()};
         auto& connection = connections_[key];
         if (connection == nullptr) {
-          connection = std::make_unique<WorkerConnection>(key.first, key.second, host_callbacks_);
+          connection = std::make_unique<WorkerConnection>(key.first, key.second, host_callbacks_,
+                                                          lane_pool_);
         }
         // Device ids are stable per (slice, host, ordinal): entries are only added or
         // refreshed, never dropped while a session may hold them.

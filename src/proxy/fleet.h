@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "common/completion_pool.h"
 #include "proxy/worker_connection.h"
 #include "switchyard/rm.grpc.pb.h"
 
@@ -83,6 +84,8 @@ class Fleet {
   const std::string rm_address_;
   const uint64_t proxy_id_;  // random: names this proxy's gang numbers on the RM
   const WorkerConnection::HostCallbackSink host_callbacks_;
+  // Drives every connection's lanes: the proxy's threads do not grow with the hosts.
+  const std::shared_ptr<CompletionPool> lane_pool_;
   absl::Mutex gang_mutex_;
   absl::Time gang_fallback_until_ ABSL_GUARDED_BY(gang_mutex_) = absl::InfinitePast();
   std::unique_ptr<ResourceManager::Stub> rm_;

@@ -699,7 +699,7 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
                        std::move(settle[p])});
     }
     absl::StatusOr<std::vector<WorkerConnection::Ticket>> sent =
-        WorkerConnection::SendTogether(id_, std::move(parts), /*write_here=*/true);
+        WorkerConnection::SendTogether(id_, std::move(parts));
     if (sent.ok()) {
       plan->tickets = *std::move(sent);
     } else {
@@ -709,7 +709,7 @@ absl::Status Session::SendLaunch(const Executable& executable, LaunchPlan* plan)
     }
   } else if (lost.ok()) {
     absl::StatusOr<WorkerConnection::Ticket> sent = executable.parts[0].worker->Send(
-        id_, launches[0], std::move(settle[0]), executable.parts[0].epoch, /*write_here=*/true);
+        id_, launches[0], std::move(settle[0]), executable.parts[0].epoch);
     if (sent.ok()) {
       plan->tickets.push_back(*sent);
     } else {

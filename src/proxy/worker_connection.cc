@@ -10,9 +10,7 @@
 #include "common/grpc_server.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
-#include "common/ordered_writer.h"
 #include "common/status_macros.h"
-#include "common/thread_name.h"
 #include "switchyard/rm.pb.h"
 
 namespace switchyard::proxy {
@@ -29,10 +27,13 @@ uint64_t RandomNonZero() {
 
 }  // namespace
 
-WorkerConnection::WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks)
+WorkerConnection::WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks,
+                                   std::shared_ptr<CompletionPool> lane_pool)
     : slice_index_(slice_index),
       host_index_(host_index),
-      host_callbacks_(std::move(host_callbacks)) {
+      host_callbacks_(std::move(host_callbacks)),
+      lane_pool_(lane_pool != nullptr ? std::move(lane_pool)
+                                      : std::make_shared<CompletionPool>(1, "sy-lanes")) {
   absl::MutexLock lock(&mutex_);
   down_ = absl::DataLossError(absl::StrCat(Describe(), " has not joined the fleet yet"));
 }
@@ -43,24 +44,19 @@ void WorkerConnection::Close() {
   {
     absl::MutexLock lock(&mutex_);
     closing_ = true;
-    // Unblocks writes stuck on a worker that does not read, so the lock below comes.
-    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
+    for (const auto& [key, state] : live_lanes_) state->stream->Cancel();
   }
-  std::vector<Reader> readers;
-  std::vector<std::shared_ptr<Writer>> writers;
+  std::vector<std::shared_ptr<LaneStream>> streams;
   {
     absl::MutexLock write_lock(&write_mutex_);
-    for (auto& [key, lane] : lanes_) {
-      lane.state->context->TryCancel();
-      writers.push_back(std::move(lane.writer));
-    }
     lanes_.clear();
-    readers.swap(readers_);
+    streams.swap(streams_);
   }
-  // Their writes, if any (also senders' claimed ones), fail now that the streams are
-  // cancelled; senders holding them find them closed.
-  for (const std::shared_ptr<Writer>& writer : writers) writer->Close();
-  for (Reader& reader : readers) reader.thread.join();
+  // Their ends fail what still waits (with UNAVAILABLE: closing); none runs after we go.
+  for (const std::shared_ptr<LaneStream>& stream : streams) {
+    stream->Cancel();
+    stream->AwaitDone();
+  }
 }
 
 std::string WorkerConnection::Describe() const {
@@ -207,9 +203,9 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
     ++epoch_;
     down_ = closing_ ? absl::UnavailableError("the proxy is stopping")
                      : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
-    // The epoch's readers fail what waits on it (never here: callers may hold locks),
-    // once its streams are cancelled; that also unblocks stuck writes.
-    for (const auto& [key, state] : live_lanes_) state->context->TryCancel();
+    // The epoch's streams fail what waits on it as they end (never here: callers may
+    // hold locks), once cancelled; that also ends stuck writes.
+    for (const auto& [key, state] : live_lanes_) state->stream->Cancel();
     live_lanes_.clear();
     pending_deletes_.clear();  // the worker frees them: their owner's lease runs out
     if (closing_) return;
@@ -235,63 +231,41 @@ absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint6
   if (!lanes) key = 0;  // the worker reads one stream: everything goes on it, in order
   Lane& lane = lanes_[key];
   if (lane.epoch == epoch && lane.stream != nullptr) return &lane;
-  // Readers of ended streams are joined here, so they do not pile up (each has left its
-  // loop: the join waits for nothing).
-  for (auto it = readers_.begin(); it != readers_.end();) {
-    if (it->finished->load()) {
-      it->thread.join();
-      it = readers_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  // The lane's writer of an earlier epoch: its stream was cancelled when the epoch
-  // ended (and is now, to be sure), so a write still in progress fails at once.
-  if (lane.writer != nullptr) {
-    lane.writer->Close(absl::ZeroDuration(), [state = lane.state] { state->context->TryCancel(); });
-  }
+  // Streams that ended are let go of here, so they do not pile up.
+  std::erase_if(streams_, [](const std::shared_ptr<LaneStream>& s) { return s->done(); });
+  // The lane's stream of an earlier epoch was cancelled when the epoch ended (and is
+  // now, to be sure).
+  if (lane.stream != nullptr) lane.stream->Cancel();
   auto context = std::make_shared<grpc::ClientContext>();
   lane = Lane{};
   lane.key = key;
   lane.epoch = epoch;
   lane.stream_id = RandomNonZero();
   lane.numbers_gangs = lanes;
-  lane.state = std::make_shared<LaneState>(epoch, context);
   context->AddMetadata(kOwnerMetadata, owner);
   context->AddMetadata(kBootMetadata, boot);
   context->AddMetadata(kStreamMetadata, absl::StrCat(lane.stream_id));
+  auto closed = std::make_shared<std::atomic<bool>>(false);
   // Under the write lock, but it waits for nothing: the call is queued until the
   // channel connects (WorkerConnectionTest.OpeningLanesToAWorkerThatDoesNotAnswer...).
-  lane.stream = std::shared_ptr<Stream>(stub->Dispatch(context.get()));
-  // Operations go out on a thread of the stream's own: a sender never waits on a worker
-  // that is slow to read (and never holds the write lock while it does).
-  lane.writer = std::make_shared<Writer>(
-      [this, stream = lane.stream, state = lane.state](const DispatchRequest& op) {
-        state->write_started_ns.store(absl::GetCurrentTimeNanos());
-        const bool written = stream->Write(op);
-        state->write_started_ns.store(0);
-        if (!written) MarkDown(state->epoch, "its operation stream failed");
-        return written;
-      },
-      "sy-worker-out");
+  // Operations go out as gRPC takes them: a sender never waits on a worker that is slow
+  // to read. The callbacks hold no reference to the lane, only what they report.
+  lane.stream = LaneStream::Start(
+      stub.get(), std::move(context), lane_pool_->Pick(),
+      [this, epoch](DispatchResponse& response) { Answered(response, epoch); },
+      [this, epoch, stream_id = lane.stream_id, closed](absl::Status finished) {
+        LaneEnded(finished, epoch, stream_id, closed->load());
+      });
+  lane.state = std::make_shared<LaneState>(LaneState{epoch, lane.stream, std::move(closed)});
+  streams_.push_back(lane.stream);
   {
     absl::MutexLock lock(&mutex_);
     if (epoch_ != epoch) {
-      context->TryCancel();  // it ended meanwhile; the reader below finds out
+      lane.stream->Cancel();  // it ended meanwhile; the stream's end finds out
     } else {
       live_lanes_[key] = lane.state;
     }
   }
-  auto finished = std::make_shared<std::atomic<bool>>(false);
-  readers_.push_back(Reader{std::thread([this, stream = lane.stream, state = lane.state,
-                                         stream_id = lane.stream_id, finished]() mutable {
-                              NameThisThread("sy-worker-in");
-                              ReadLoop(stream, state, stream_id);
-                              stream.reset();  // before its context, which `state` holds
-                              state.reset();
-                              finished->store(true);
-                            }),
-                            finished});
   return &lane;
 }
 
@@ -338,18 +312,15 @@ std::vector<uint64_t> WorkerConnection::TakeDeletesLocked(const Lane& lane) {
 }
 
 bool WorkerConnection::WriteLocked(Lane& lane, DispatchRequest op, Claims* claims) {
-  if (lane.writer == nullptr) return false;
-  if (claims == nullptr) return lane.writer->Post(std::move(op));
+  if (lane.stream == nullptr) return false;
   bool claimed = false;
-  const bool posted = lane.writer->Post(std::move(op), &claimed);
-  if (claimed) claims->push_back(lane.writer);
+  const bool posted = lane.stream->Post(std::move(op), &claimed);
+  if (claimed) claims->push_back(lane.stream);
   return posted;
 }
 
-void WorkerConnection::WriteClaimed(const Claims& claims) {
-  // A few messages each: a sender writes its own, not a queue that others keep filling.
-  constexpr size_t kWritesHere = 4;
-  for (const std::shared_ptr<Writer>& writer : claims) writer->WriteClaimed(kWritesHere);
+void WorkerConnection::StartClaimed(const Claims& claims) {
+  for (const std::shared_ptr<LaneStream>& stream : claims) stream->StartClaimed();
 }
 
 void WorkerConnection::CheckStall(absl::Duration limit) {
@@ -358,7 +329,7 @@ void WorkerConnection::CheckStall(absl::Duration limit) {
   {
     absl::MutexLock lock(&mutex_);
     for (const auto& [key, state] : live_lanes_) {
-      const int64_t started = state->write_started_ns.load();
+      const int64_t started = state->stream->write_started_ns();
       if (started != 0 && now - started >= absl::ToInt64Nanoseconds(limit)) {
         stalled.push_back(state->epoch);
       }
@@ -377,52 +348,65 @@ void WorkerConnection::SendDeletes() {
     for (const auto& [key, ids] : pending_deletes_) keys.push_back(key);
   }
   if (keys.empty()) return;
-  absl::MutexLock write_lock(&write_mutex_);
-  for (uint64_t key : keys) {
+  Claims claims;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    for (uint64_t key : keys) {
+      if (!SendDeletesLocked(key, &claims)) break;
+    }
+  }
+  StartClaimed(claims);
+}
+
+bool WorkerConnection::SendDeletesLocked(uint64_t key, Claims* claims) {
+  uint64_t epoch;
+  {
+    absl::MutexLock lock(&mutex_);
+    if (!up_) return false;
+    epoch = epoch_;
+  }
+  absl::StatusOr<Lane*> lane = EnsureLaneLocked(OpenLaneOrAnyLocked(key, epoch));
+  if (!lane.ok()) return false;
+  std::vector<uint64_t> deletes = TakeDeletesLocked(**lane);
+  if (deletes.empty()) return true;
+  DispatchRequest batch;
+  batch.set_seq(next_seq_++);
+  batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
+  if (!WriteLocked(**lane, std::move(batch), claims))
+    MarkDown(epoch, "its operation stream failed");
+  return true;
+}
+
+absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(uint64_t lane, DispatchRequest op,
+                                                                Done done,
+                                                                uint64_t expected_epoch) {
+  Claims claims;
+  absl::StatusOr<Ticket> ticket;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    ticket = SendLocked(lane, std::move(op), std::move(done), expected_epoch, &claims);
+  }
+  StartClaimed(claims);
+  return ticket;
+}
+
+void WorkerConnection::SendAfter(uint64_t lane, DispatchRequest op) {
+  Claims claims;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
     uint64_t epoch;
     {
       absl::MutexLock lock(&mutex_);
       if (!up_) return;
       epoch = epoch_;
     }
-    absl::StatusOr<Lane*> lane = EnsureLaneLocked(OpenLaneOrAnyLocked(key, epoch));
-    if (!lane.ok()) return;
-    std::vector<uint64_t> deletes = TakeDeletesLocked(**lane);
-    if (deletes.empty()) continue;
-    DispatchRequest batch;
-    batch.set_seq(next_seq_++);
-    batch.mutable_delete_buffers()->mutable_buffer_ids()->Add(deletes.begin(), deletes.end());
-    if (!WriteLocked(**lane, std::move(batch))) MarkDown(epoch, "its operation stream failed");
+    (void)SendLocked(OpenLaneOrAnyLocked(lane, epoch), std::move(op), nullptr, 0, &claims);
   }
-}
-
-absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::Send(uint64_t lane, DispatchRequest op,
-                                                                Done done, uint64_t expected_epoch,
-                                                                bool write_here) {
-  Claims claims;
-  absl::StatusOr<Ticket> ticket;
-  {
-    absl::MutexLock write_lock(&write_mutex_);
-    ticket = SendLocked(lane, std::move(op), std::move(done), expected_epoch,
-                        write_here ? &claims : nullptr);
-  }
-  WriteClaimed(claims);
-  return ticket;
-}
-
-void WorkerConnection::SendAfter(uint64_t lane, DispatchRequest op) {
-  absl::MutexLock write_lock(&write_mutex_);
-  uint64_t epoch;
-  {
-    absl::MutexLock lock(&mutex_);
-    if (!up_) return;
-    epoch = epoch_;
-  }
-  (void)SendLocked(OpenLaneOrAnyLocked(lane, epoch), std::move(op), nullptr, 0, nullptr);
+  StartClaimed(claims);
 }
 
 absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendTogether(
-    uint64_t lane, std::vector<Part> parts, bool write_here) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    uint64_t lane, std::vector<Part> parts) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   // Write locks taken in host order, so two such steps never wait on each other.
   std::vector<size_t> order(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) order[i] = i;
@@ -462,14 +446,13 @@ absl::StatusOr<std::vector<WorkerConnection::Ticket>> WorkerConnection::SendToge
   Claims claims;
   if (down.ok()) {
     for (size_t i = 0; i < parts.size(); ++i) {
-      absl::StatusOr<Ticket> ticket =
-          parts[i].worker->SendLocked(lane, std::move(parts[i].op), std::move(parts[i].done),
-                                      parts[i].expected_epoch, write_here ? &claims : nullptr);
+      absl::StatusOr<Ticket> ticket = parts[i].worker->SendLocked(
+          lane, std::move(parts[i].op), std::move(parts[i].done), parts[i].expected_epoch, &claims);
       if (ticket.ok()) tickets[i] = *ticket;
     }
   }
   for (auto it = order.rbegin(); it != order.rend(); ++it) parts[*it].worker->write_mutex_.Unlock();
-  WriteClaimed(claims);
+  StartClaimed(claims);
   if (!down.ok()) return down;
   return tickets;
 }
@@ -491,52 +474,49 @@ absl::StatusOr<WorkerConnection::Ticket> WorkerConnection::SendLocked(uint64_t k
     if (absl::Status current = CheckEpochLocked(ticket.epoch); !current.ok()) return current;
     waiting_[ticket.seq] = Waiter{ticket.epoch, ticket.stream, std::move(done), std::move(read)};
   }
-  // A failed write ends the epoch, whose reader then fails the waiter registered above;
-  // what the operation was to make is lost with the epoch.
+  // A failed write ends the epoch, whose streams' ends then fail the waiter registered
+  // above; what the operation was to make is lost with the epoch.
   if (!WriteLocked(*lane, std::move(op), claims)) {
     MarkDown(ticket.epoch, "its operation stream failed");
   }
   return ticket;
 }
 
-void WorkerConnection::ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state,
-                                uint64_t stream_id) {
-  const uint64_t epoch = state->epoch;
-  DispatchResponse response;
-  while (stream->Read(&response)) {
-    if (response.has_host_callback()) {
-      if (host_callbacks_ != nullptr) host_callbacks_(response.host_callback(), this);
-      continue;
-    }
-    absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
-    Done done;
-    ReadDone read;
-    {
-      absl::MutexLock lock(&mutex_);
-      auto it = waiting_.find(response.seq());
-      if (it != waiting_.end() && it->second.epoch == epoch) {
-        done = std::move(it->second.done);
-        read = std::move(it->second.read);
-        waiting_.erase(it);
-      }
-    }
-    if (read != nullptr) {
-      if (status.ok()) {
-        read(std::move(*response.mutable_data()));
-      } else {
-        read(status);
-      }
-    } else if (done != nullptr) {
-      done(status);
-    } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
-      SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
-                      << " failed: " << status;
+void WorkerConnection::Answered(DispatchResponse& response, uint64_t epoch) {
+  if (response.has_host_callback()) {
+    if (host_callbacks_ != nullptr) host_callbacks_(response.host_callback(), this);
+    return;
+  }
+  absl::Status status(static_cast<absl::StatusCode>(response.code()), response.message());
+  Done done;
+  ReadDone read;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = waiting_.find(response.seq());
+    if (it != waiting_.end() && it->second.epoch == epoch) {
+      done = std::move(it->second.done);
+      read = std::move(it->second.read);
+      waiting_.erase(it);
     }
   }
-  absl::Status finished = FromGrpcStatus(stream->Finish());
+  if (read != nullptr) {
+    if (status.ok()) {
+      read(std::move(*response.mutable_data()));
+    } else {
+      read(status);
+    }
+  } else if (done != nullptr) {
+    done(status);
+  } else if (!status.ok() && !absl::IsDataLoss(status)) {  // losses are logged where seen
+    SY_LOG(Warning) << "operation on slice " << slice_index_ << " host " << host_index_
+                    << " failed: " << status;
+  }
+}
+
+void WorkerConnection::LaneEnded(const absl::Status& finished, uint64_t epoch, uint64_t stream_id,
+                                 bool closed) {
   // A lane closed here ends alone. Otherwise what the stream was to carry out will not
   // be, and the epoch is over.
-  const bool closed = state->closed.load();
   if (!closed) {
     MarkDown(epoch, absl::StrCat("its operation stream ended (", finished.ToString(), ")"));
   }
@@ -566,16 +546,23 @@ WorkerConnection::Done WorkerConnection::Waiter::TakeDone() && {
 absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done) {
   DispatchRequest op;
   op.mutable_read_buffer()->set_buffer_id(buffer_id);
-  absl::MutexLock write_lock(&write_mutex_);
-  // On another stream the buffer might not be made yet when the read comes.
-  auto it = lanes_.find(made.lane);
-  if (it == lanes_.end() || it->second.epoch != made.epoch || it->second.stream_id != made.stream) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
+  Claims claims;
+  absl::Status sent;
+  {
+    absl::MutexLock write_lock(&write_mutex_);
+    // On another stream the buffer might not be made yet when the read comes.
+    auto it = lanes_.find(made.lane);
+    if (it == lanes_.end() || it->second.epoch != made.epoch ||
+        it->second.stream_id != made.stream) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("buffer ", buffer_id, " was made on a stream no longer open"));
+    }
+    // Queued: the caller (a session answering its client) goes on.
+    sent = SendLocked(made.lane, std::move(op), nullptr, made.epoch, &claims, std::move(done))
+               .status();
   }
-  // The lane's writer sends it: the caller (a session answering its client) goes on.
-  return SendLocked(made.lane, std::move(op), nullptr, made.epoch, nullptr, std::move(done))
-      .status();
+  StartClaimed(claims);
+  return sent;
 }
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {
@@ -630,13 +617,11 @@ void WorkerConnection::CloseLane(uint64_t key, absl::Duration grace) {
     if (live != live_lanes_.end() && live->second == lane.state) live_lanes_.erase(live);
   }
   if (lane.stream == nullptr) return;
-  lane.state->closed.store(true);
+  lane.state->closed->store(true);
   // What is queued goes out first (the session's last deletions), then the half-close;
   // the worker carries everything out before it ends the stream.
-  auto cancel = [state = lane.state] { state->context->TryCancel(); };
-  if (!lane.writer->AwaitIdle(grace)) cancel();
-  lane.writer->Close(absl::ZeroDuration(), cancel);
-  lane.stream->WritesDone();
+  if (!lane.stream->AwaitIdle(grace)) lane.stream->Cancel();
+  lane.stream->CloseWrites();
 }
 
 absl::StatusOr<WorkerConnection::Call> WorkerConnection::PrepareCall(grpc::ClientContext* context) {

@@ -30,7 +30,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -38,7 +37,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "common/ordered_writer.h"
+#include "common/completion_pool.h"
+#include "proxy/lane_stream.h"
 #include "switchyard/worker.grpc.pb.h"
 
 namespace switchyard::proxy {
@@ -72,11 +72,14 @@ class WorkerConnection {
     uint64_t epoch = 0;
   };
 
-  // Receives the worker's host callback calls, on the stream's reader thread (so it
-  // must not block).
+  // Receives the worker's host callback calls, on a lane pool thread (so it must
+  // not block).
   using HostCallbackSink = std::function<void(const HostCallbackCall&, WorkerConnection*)>;
 
-  WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks = nullptr);
+  // `lane_pool` drives the lanes' streams (shared by a fleet's connections); null: one
+  // of the connection's own, with one thread.
+  WorkerConnection(int slice_index, int host_index, HostCallbackSink host_callbacks = nullptr,
+                   std::shared_ptr<CompletionPool> lane_pool = nullptr);
   ~WorkerConnection();  // Close()
   WorkerConnection(const WorkerConnection&) = delete;
   WorkerConnection& operator=(const WorkerConnection&) = delete;
@@ -118,23 +121,20 @@ class WorkerConnection {
   // DispatchRequest.read_buffer).
   bool TakesStreamReads() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Ends the epoch now (a caller saw the worker fail). No-op if `epoch` already ended.
-  // Runs no callbacks (callers may hold locks): the epoch's reader thread fails what
-  // waits on it, once its stream is cancelled.
+  // Runs no callbacks (callers may hold locks): the epoch's streams fail what waits on
+  // it as they end, once cancelled.
   void MarkDown(uint64_t epoch, absl::string_view reason) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Stops: cancels the stream and joins its readers, which fail what still waits with
-  // UNAVAILABLE. The connection stays valid (and down) until destroyed.
+  // Stops: cancels the streams and waits for their ends, which fail what still waits
+  // with UNAVAILABLE. The connection stays valid (and down) until destroyed.
   void Close() ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
 
-  // Sends `op` on `lane` (opened if it is not); `done`, if given, runs (on a reader
-  // thread or here) once the worker has carried it out, with its status, or with
-  // DATA_LOSS if the worker is lost first.
+  // Sends `op` on `lane` (opened if it is not); never blocks on the worker. `done`, if
+  // given, runs (on a lane pool thread, or here) once the worker has carried it out,
+  // with its status, or with DATA_LOSS if the worker is lost first.
   // DATA_LOSS at once (and `done` not called) while the connection is down, or when it
   // is no longer in `expected_epoch` (0: any), the epoch of the buffers `op` names.
-  // `write_here`: the caller's thread may block writing (a session's own request
-  // thread, never one shared between sessions): when the stream is idle it writes the
-  // operation itself, one thread handoff fewer.
   absl::StatusOr<Ticket> Send(uint64_t lane, DispatchRequest op, Done done = nullptr,
-                              uint64_t expected_epoch = 0, bool write_here = false)
+                              uint64_t expected_epoch = 0)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
   // Sends `op`, which needs no answer, after everything sent on `lane`: on it while it is
   // open, else on any open lane (a closed lane has carried everything out), so that a
@@ -151,11 +151,10 @@ class WorkerConnection {
     uint64_t expected_epoch = 0;
     Done done = nullptr;  // as Send's
   };
-  static absl::StatusOr<std::vector<Ticket>> SendTogether(uint64_t lane, std::vector<Part> parts,
-                                                          bool write_here = false);
+  static absl::StatusOr<std::vector<Ticket>> SendTogether(uint64_t lane, std::vector<Part> parts);
   // Deletes a buffer made by `made`, after every operation sent on its lane before this
   // call (any lane once its own is closed). Never blocks (destructors call it, also on
-  // reader threads): it goes out with the lane's next operation. Buffers of an ended
+  // lane pool threads): it goes out with the lane's next operation. Buffers of an ended
   // epoch are the worker's to free (their owner's lease runs out): nothing is sent.
   void DeleteLater(uint64_t buffer_id, const Ticket& made) ABSL_LOCKS_EXCLUDED(mutex_);
   // Sends the deletions waiting for the next operation, if any.
@@ -168,7 +167,7 @@ class WorkerConnection {
   void AwaitThen(uint64_t lane, const std::vector<uint64_t>& buffer_ids, Done done);
   // Reads buffer `buffer_id` (at most limits::kStreamReadMaxBytes) on the lane that made
   // it, after the operation `made`: `done` gets its bytes once it is computed, on a
-  // reader thread, or its error; DATA_LOSS if the worker is lost first. FAILED_PRECONDITION
+  // lane pool thread, or its error; DATA_LOSS if the worker is lost first. FAILED_PRECONDITION
   // (and `done` not called) when that lane is no longer the one open: read it another way.
   absl::Status ReadOnLane(const Ticket& made, uint64_t buffer_id, ReadDone done)
       ABSL_LOCKS_EXCLUDED(write_mutex_, mutex_);
@@ -200,38 +199,27 @@ class WorkerConnection {
     // Whichever is set, as a Done (for an answer that carries no bytes).
     Done TakeDone() &&;
   };
-  struct Reader {
-    std::thread thread;
-    std::shared_ptr<std::atomic<bool>> finished;
-  };
-  using Stream = grpc::ClientReaderWriter<DispatchRequest, DispatchResponse>;
-  using Writer = OrderedWriter<DispatchRequest>;
-  // What a lane's writer and reader share with the connection, which may watch or end
-  // the lane without the write lock.
+  // What the connection keeps of a lane's stream to watch or end it without the write
+  // lock.
   struct LaneState {
-    LaneState(uint64_t epoch, std::shared_ptr<grpc::ClientContext> context)
-        : epoch(epoch), context(std::move(context)) {}
-    const uint64_t epoch;
-    const std::shared_ptr<grpc::ClientContext> context;
-    std::atomic<int64_t> write_started_ns{0};  // 0: not in a write; CheckStall watches it
-    std::atomic<bool> closed{false};           // closed here: its end is no loss
+    uint64_t epoch = 0;
+    std::shared_ptr<LaneStream> stream;
+    std::shared_ptr<std::atomic<bool>> closed;  // closed here: its end is no loss
   };
   // A lane's stream in one epoch.
   struct Lane {
     uint64_t key = 0;
     uint64_t epoch = 0;
     uint64_t stream_id = 0;
-    bool numbers_gangs = false;        // the worker orders multi-host launches by their number
-    std::shared_ptr<LaneState> state;  // declared first: its context outlives the stream
-    std::shared_ptr<Stream> stream;
-    // Writes the stream's operations in order, on its own thread or a claiming sender's.
-    std::shared_ptr<Writer> writer;
+    bool numbers_gangs = false;  // the worker orders multi-host launches by their number
+    std::shared_ptr<LaneState> state;
+    std::shared_ptr<LaneStream> stream;
   };
-  // Writers whose writing a sender claimed, to write on once it has let go of the locks.
-  using Claims = std::vector<std::shared_ptr<Writer>>;
-  static void WriteClaimed(const Claims& claims);
 
-  // `claims` null: the writer's thread writes.
+  // Streams whose write a sender claimed, to start once it has let go of the locks.
+  using Claims = std::vector<std::shared_ptr<LaneStream>>;
+  static void StartClaimed(const Claims& claims);
+
   // `read`: a read's answer, instead of `done`.
   absl::StatusOr<Ticket> SendLocked(uint64_t lane, DispatchRequest op, Done done,
                                     uint64_t expected_epoch, Claims* claims,
@@ -250,30 +238,40 @@ class WorkerConnection {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
   // The next number of a multi-host launch in `epoch`.
   uint64_t NextGangLocked(uint64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_);
+  // Sends the deletions waiting for lane `key` (on another open lane if it is not);
+  // false once the connection is down.
+  bool SendDeletesLocked(uint64_t key, Claims* claims) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   // Takes the deletions that may go on `lane`: its own, and those of lanes not open.
   std::vector<uint64_t> TakeDeletesLocked(const Lane& lane)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mutex_) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Queues `op` for the lane's writer (never blocks), or for the caller to write
-  // (`claims`); false once the stream failed.
-  static bool WriteLocked(Lane& lane, DispatchRequest op, Claims* claims = nullptr);
+  // Queues `op` on the lane's stream (never blocks), its write started by the caller
+  // (`claims`) once unlocked; false once the stream failed.
+  static bool WriteLocked(Lane& lane, DispatchRequest op, Claims* claims);
   void BringUpLocked(const HostView& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  void ReadLoop(std::shared_ptr<Stream> stream, std::shared_ptr<LaneState> state,
-                uint64_t stream_id);
+  // One answer on a lane of `epoch`: settles what waited on it.
+  void Answered(DispatchResponse& response, uint64_t epoch) ABSL_LOCKS_EXCLUDED(mutex_);
+  // A lane's stream ended: the epoch with it unless the lane was closed here; fails
+  // what still waited on it.
+  void LaneEnded(const absl::Status& finished, uint64_t epoch, uint64_t stream_id, bool closed)
+      ABSL_LOCKS_EXCLUDED(mutex_);
   std::string Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   absl::Status CheckEpochLocked(uint64_t epoch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   const int slice_index_;
   const int host_index_;
   const HostCallbackSink host_callbacks_;
+  const std::shared_ptr<CompletionPool> lane_pool_;
 
   // Held while an operation gets its sequence number and joins its lane's queue, so
   // operations go out in that order (sequence numbers rise across lanes). Never held
-  // across a write (a lane's writer thread writes, or a sender that claimed the writing,
-  // after letting go of it), never taken by readers nor to end an epoch.
+  // across the start of a write (a sender starts it after letting go), never taken by
+  // stream completions nor to end an epoch.
   absl::Mutex write_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   uint64_t next_seq_ ABSL_GUARDED_BY(write_mutex_) = 1;
   std::map<uint64_t, Lane> lanes_ ABSL_GUARDED_BY(write_mutex_);  // stable addresses
-  std::vector<Reader> readers_ ABSL_GUARDED_BY(write_mutex_);
+  // Every stream started, until its end has run (Close waits for them).
+  std::vector<std::shared_ptr<LaneStream>> streams_ ABSL_GUARDED_BY(write_mutex_);
   uint64_t gang_epoch_ ABSL_GUARDED_BY(write_mutex_) = 0;
   uint64_t next_gang_ ABSL_GUARDED_BY(write_mutex_) = 1;
 

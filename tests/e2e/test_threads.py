@@ -51,7 +51,7 @@ def thread_names(pid: int) -> list[str]:
 
 def test_every_named_thread_is_documented():
     documented = documented_threads()
-    assert {"sy-session-out", "sy-worker-in", "sy-dispatch-out"} <= documented, documented
+    assert {"sy-session-out", "sy-dispatch-out", "sy-lanes"} <= documented, documented
     with switchyard.LocalCluster(workers=2, devices_per_worker=2) as cluster:
         env = {**os.environ, **cluster.env()}
         client = subprocess.Popen([sys.executable, "-c", CLIENT], env=env,
@@ -68,8 +68,10 @@ def test_every_named_thread_is_documented():
             undocumented = {name for names in seen.values() for name in names} - documented
             assert not undocumented, f"threads not in docs/architecture.md: {undocumented}"
             # What a live session has, as documented.
-            assert {"sy-session-out", "sy-worker-in", "sy-fleet-watch", "sy-housekeeper",
-                    "sy-prober"} <= seen[("proxy", None)], seen
+            assert {"sy-session-out", "sy-fleet-watch", "sy-housekeeper", "sy-prober",
+                    "sy-lanes"} <= seen[("proxy", None)], seen
+            # Lanes to workers have no threads of their own (proxy/lane_stream.h).
+            assert not {"sy-worker-in", "sy-worker-out"} & seen[("proxy", None)], seen
             assert {"sy-rm-link", "sy-lease-sweep", "sy-dispatch-out"} <= seen[("worker", 0)], seen
             assert "sy-rm-sweep" in seen[("rm", None)], seen
         finally:
