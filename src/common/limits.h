@@ -82,6 +82,9 @@ inline constexpr int64_t kRegistrationWaitMs = 5000;
 // to write one, is hung: its epoch ends (DATA_LOSS), as if it had died. Long, because a
 // worker busy with long launches legitimately stops reading once its window is full.
 inline constexpr int64_t kWorkerStallMs = 5 * 60 * 1000;
+// How often the proxy looks for such writes: a small part of the limit, and rare enough
+// that looking at every lane of a thousand hosts costs nothing that shows.
+inline constexpr int64_t kStallCheckPeriodMs = 1000;
 // Launches a worker hands to its plugin ahead of their completion. Enough to keep the
 // devices busy; the rest wait in the operation stream, where a session that ends can
 // still drop them (what the plugin has queued runs regardless).

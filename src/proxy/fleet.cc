@@ -224,10 +224,14 @@ std::vector<WorkerConnection*> Fleet::Connections() const {
 }
 
 void Fleet::HousekeepingLoop() {
+  absl::Time next_stall_check = absl::Now();
   while (!stop_.WaitForNotificationWithTimeout(absl::Milliseconds(limits::kDeleteFlushPeriodMs))) {
+    const bool check_stalls = absl::Now() >= next_stall_check;
+    if (check_stalls)
+      next_stall_check = absl::Now() + absl::Milliseconds(limits::kStallCheckPeriodMs);
     for (WorkerConnection* connection : Connections()) {
-      connection->CheckStall(absl::Milliseconds(limits::kWorkerStallMs));
-      connection->SendDeletes();
+      if (check_stalls) connection->CheckStall(absl::Milliseconds(limits::kWorkerStallMs));
+      connection->SendDeletes();  // a flag's load unless deletions wait
     }
   }
 }

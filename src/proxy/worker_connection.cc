@@ -342,6 +342,8 @@ void WorkerConnection::CheckStall(absl::Duration limit) {
 }
 
 void WorkerConnection::SendDeletes() {
+  // Cleared before the deletions are taken: one queued meanwhile sets it again.
+  if (!deletes_waiting_.exchange(false)) return;
   std::vector<uint64_t> keys;
   {
     absl::MutexLock lock(&mutex_);
@@ -567,7 +569,10 @@ absl::Status WorkerConnection::ReadOnLane(const Ticket& made, uint64_t buffer_id
 
 void WorkerConnection::DeleteLater(uint64_t buffer_id, const Ticket& made) {
   absl::MutexLock lock(&mutex_);
-  if (up_ && made.epoch == epoch_) pending_deletes_[made.lane].push_back(buffer_id);
+  if (up_ && made.epoch == epoch_) {
+    pending_deletes_[made.lane].push_back(buffer_id);
+    deletes_waiting_.store(true);
+  }
 }
 
 void WorkerConnection::AwaitThen(uint64_t lane, const std::vector<uint64_t>& buffer_ids,

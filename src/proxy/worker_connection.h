@@ -293,6 +293,9 @@ class WorkerConnection {
   bool closing_ ABSL_GUARDED_BY(mutex_) = false;                // the proxy is stopping: no news
   // Deletions waiting for their lane's next operation, by lane.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> pending_deletes_ ABSL_GUARDED_BY(mutex_);
+  // Set when one is queued, so the fleet's periodic SendDeletes looks at a thousand idle
+  // connections for the price of a load each.
+  std::atomic<bool> deletes_waiting_{false};
 };
 
 }  // namespace switchyard::proxy
