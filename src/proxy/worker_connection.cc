@@ -249,7 +249,7 @@ absl::StatusOr<WorkerConnection::Lane*> WorkerConnection::EnsureLaneLocked(uint6
   // Under the write lock, but it waits for nothing: the call is queued until the
   // channel connects (WorkerConnectionTest.OpeningLanesToAWorkerThatDoesNotAnswer...).
   // Operations go out as gRPC takes them: a sender never waits on a worker that is slow
-  // to read. The callbacks hold no reference to the lane, only what they report.
+  // to read. The stream's handlers hold no reference to the lane, only what they report.
   lane.stream = LaneStream::Start(
       stub.get(), std::move(context), lane_pool_->Pick(),
       [this, epoch](DispatchResponse& response) { Answered(response, epoch); },
