@@ -23,6 +23,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 import switchyard  # noqa: E402
+from procs import children, cpu_seconds_of  # noqa: E402
 from scale import plot_scale, render_scale, scale  # noqa: E402
 from switchyard.worker_client import WorkerClient  # noqa: E402
 
@@ -151,21 +152,6 @@ def render_flood(r):
         f"A's launches: {f['flood_launches_per_s']:.0f}/s; A was still flooding when B ended: "
         f"{'yes' if f['flood_still_running'] else 'no (B measured part of it)'}; the proxy's "
         f"memory grew {f['proxy_rss_growth_mib']:.1f} MiB meanwhile."]) + "\n"
-
-
-def children(parent_pid):
-    """(pid, role) of each child of `parent_pid` (a `switchyard up`)."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(parent_pid)], capture_output=True,
-                         text=True).stdout
-    for line in out.splitlines():
-        pid, args = line.split(None, 1)
-        yield pid, args.split()[1] if len(args.split()) > 1 else args
-
-
-def cpu_seconds_of(stat_path):
-    """User + system CPU seconds from a /proc stat file (a process's or a thread's)."""
-    fields = pathlib.Path(stat_path).read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_of_children(parent_pid):

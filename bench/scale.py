@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import switchyard
+from procs import children, cpu_seconds_of
 from switchyard.cluster import find_child
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -22,29 +23,22 @@ PER_PROCESS = 25  # simulated hosts per process
 IDLE_S = 5.0
 
 
-def _stat(pid: int) -> tuple[int, int, float]:
+def _stat(pid: str) -> tuple[int, int, float]:
     """(RSS KiB, threads, CPU seconds) of a process."""
     status = pathlib.Path(f"/proc/{pid}/status").read_text()
     rss = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
     threads = int(next(line.split()[1] for line in status.splitlines()
                        if line.startswith("Threads")))
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return rss, threads, cpu
+    return rss, threads, cpu_seconds_of(f"/proc/{pid}/stat")
 
 
 def _sample(up_pid: int) -> dict[str, list[float]]:
     """[RSS KiB, threads, CPU s, processes] of the cluster's processes by role: rm, proxy,
     worker (the real one), sim (every process of simulated hosts together)."""
-    out = subprocess.run(["ps", "-o", "pid=,args=", "--ppid", str(up_pid)], capture_output=True,
-                         text=True).stdout
     roles: dict[str, list[float]] = {}
-    for line in out.splitlines():
-        pid, command = line.split(None, 1)
-        words = command.split()
-        role = "sim" if "--simulate" in words else words[1]
+    for pid, role in children(up_pid):
         try:
-            rss, threads, cpu = _stat(int(pid))
+            rss, threads, cpu = _stat(pid)
         except (OSError, StopIteration):
             continue
         row = roles.setdefault(role, [0, 0, 0.0, 0])
