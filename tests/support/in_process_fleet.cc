@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/grpc_server.h"
+#include "common/status_macros.h"
 
 namespace switchyard::test_support {
 
@@ -14,15 +15,38 @@ const char* TestPlugin() {
   return plugin != nullptr && plugin[0] != '\0' ? plugin : nullptr;
 }
 
-absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
-  if (TestPlugin() == nullptr)
-    return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
+namespace {
+
+rm::RmOptions InProcessRmOptions() {
   rm::RmOptions rm_options = rm::DefaultRmOptions();
   rm_options.listen_host = kInProcessHost;
   // Short, so a lost worker is seen soon; not so short that a worker slowed by a
   // sanitizer on a loaded machine misses four in a row (100 ms did under TSan).
   rm_options.heartbeat_period = absl::Milliseconds(250);
-  auto rm = rm::ResourceManagerServer::Start(rm_options);
+  return rm_options;
+}
+
+}  // namespace
+
+absl::Status InProcessFleet::AddAndWait(const std::function<absl::Status()>& start, size_t devices,
+                                        absl::Time deadline) {
+  if (absl::Status started = start(); !started.ok()) return started;
+  while (true) {
+    std::vector<proxy::DeviceEntry> entries = fleet_->Devices();
+    bool up = entries.size() == devices;
+    for (const proxy::DeviceEntry& device : entries) up = up && device.worker->up();
+    if (up) return absl::OkStatus();
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
+  if (TestPlugin() == nullptr)
+    return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
+  auto rm = rm::ResourceManagerServer::Start(InProcessRmOptions());
   if (!rm.ok()) return rm.status();
   rm_ = *std::move(rm);
   fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
@@ -30,27 +54,54 @@ absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
   // One at a time, as `switchyard up` starts them: the RM gives device ids in join
   // order, and tests expect slice 0 to have the first ones.
   for (int slice = 0; slice < slices; ++slice) {
-    worker::WorkerOptions options;
-    options.listen_host = kInProcessHost;
-    options.resource_manager_address = rm_->address();
-    options.slice_index = slice;
-    options.pjrt_plugin = TestPlugin();
-    options.cpu_device_count = devices_per_worker;
-    auto worker = worker::WorkerServer::Start(options);
-    if (!worker.ok()) return worker.status();
-    workers_.push_back(*std::move(worker));
-    while (true) {
-      std::vector<proxy::DeviceEntry> devices = fleet_->Devices();
-      bool up = devices.size() == static_cast<size_t>((slice + 1) * devices_per_worker);
-      for (const proxy::DeviceEntry& device : devices) up = up && device.worker->up();
-      if (up) break;
-      if (absl::Now() > deadline) {
-        return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+    auto start = [&]() -> absl::Status {
+      worker::WorkerOptions options;
+      options.listen_host = kInProcessHost;
+      options.resource_manager_address = rm_->address();
+      options.slice_index = slice;
+      options.pjrt_plugin = TestPlugin();
+      options.cpu_device_count = devices_per_worker;
+      auto worker = worker::WorkerServer::Start(options);
+      if (!worker.ok()) return worker.status();
+      workers_.push_back(*std::move(worker));
+      return absl::OkStatus();
+    };
+    SY_RETURN_IF_ERROR(AddAndWait(start, (slice + 1) * devices_per_worker, deadline));
   }
   return absl::OkStatus();
+}
+
+absl::Status InProcessFleet::StartFake(int slices, int devices_per_worker,
+                                       uint32_t protocol_version) {
+  auto rm = rm::ResourceManagerServer::Start(InProcessRmOptions());
+  if (!rm.ok()) return rm.status();
+  rm_ = *std::move(rm);
+  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (int slice = 0; slice < slices; ++slice) {
+    auto start = [&]() -> absl::Status {
+      FakeWorker::Options options;
+      options.rm_address = rm_->address();
+      options.slice_index = slice;
+      options.devices = devices_per_worker;
+      options.protocol_version = protocol_version;
+      auto worker = FakeWorker::Start(options);
+      if (!worker.ok()) return worker.status();
+      fakes_.push_back(*std::move(worker));
+      return absl::OkStatus();
+    };
+    SY_RETURN_IF_ERROR(AddAndWait(start, (slice + 1) * devices_per_worker, deadline));
+  }
+  return absl::OkStatus();
+}
+
+void InProcessFleet::StopWorker(int slice) {
+  if (!fakes_.empty()) {
+    fakes_[slice]->Crash();
+    return;
+  }
+  workers_[slice]->Shutdown();
+  (void)workers_[slice]->Wait();
 }
 
 void InProcessFleet::StartOrAbort(int slices, int devices_per_worker) {
@@ -77,6 +128,7 @@ bool InProcessFleet::WaitDown(int slice) {
 InProcessFleet::~InProcessFleet() {
   fleet_.reset();
   workers_.clear();
+  fakes_.clear();
   if (rm_ != nullptr) rm_->Shutdown();
 }
 

@@ -1,10 +1,13 @@
 #pragma once
 
-// A whole fleet in this process: a real RM and real workers (the PJRT plugin named by
-// SWITCHYARD_TEST_PLUGIN, the real Executor and BufferStore), one slice each, reached
-// over gRPC's in-process transport: no socket is opened. For unit tests and fuzzers of
-// what sits on top of the workers (the proxy's sessions).
+// A whole fleet in this process: a real RM and, one slice each, either real workers
+// (the PJRT plugin named by SWITCHYARD_TEST_PLUGIN, the real Executor and BufferStore)
+// or fake ones (support/fake_worker.h: no plugin, faults on cue), reached over gRPC's
+// in-process transport: no socket is opened. For unit tests and fuzzers of what sits
+// on top of the workers (the proxy's sessions).
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "absl/status/status.h"
 #include "proxy/fleet.h"
 #include "rm/rm.h"
+#include "support/fake_worker.h"
 #include "worker/worker.h"
 
 namespace switchyard::test_support {
@@ -40,23 +44,31 @@ class InProcessFleet {
   // Starts the RM and `slices` workers of `devices_per_worker` CPU devices, and a proxy
   // fleet view that sees every device up (waits up to 10 s for it).
   absl::Status Start(int slices, int devices_per_worker);
+  // The same with fake workers that speak worker protocol `protocol_version`.
+  absl::Status StartFake(int slices, int devices_per_worker, uint32_t protocol_version);
   // For fuzzers, which have no way to fail but to stop.
   void StartOrAbort(int slices, int devices_per_worker);
 
   proxy::Fleet* fleet() { return fleet_.get(); }
-  std::string worker_address(int slice) const { return workers_[slice]->address(); }
+  std::string worker_address(int slice) const {
+    return fakes_.empty() ? workers_[slice]->address() : fakes_[slice]->address();
+  }
+  // The fake worker of `slice` (StartFake only).
+  FakeWorker* fake(int slice) { return fakes_[slice].get(); }
   // The worker of `slice` stops serving, as if it had crashed (the object stays until
   // the fleet goes, after the proxy's connections).
-  void StopWorker(int slice) {
-    workers_[slice]->Shutdown();
-    (void)workers_[slice]->Wait();
-  }
+  void StopWorker(int slice);
   // Waits up to 10 s until the proxy's connection to `slice` is down.
   bool WaitDown(int slice);
 
  private:
   std::unique_ptr<rm::ResourceManagerServer> rm_;
+  // Adds a worker with `start` and waits until the proxy sees `devices` devices up.
+  absl::Status AddAndWait(const std::function<absl::Status()>& start, size_t devices,
+                          absl::Time deadline);
+
   std::vector<std::unique_ptr<worker::WorkerServer>> workers_;
+  std::vector<std::unique_ptr<FakeWorker>> fakes_;
   std::unique_ptr<proxy::Fleet> fleet_;
 };
 

@@ -1,7 +1,10 @@
-// Session handlers against a whole fleet in this process (support/in_process_fleet.h:
-// a real RM and two real workers, the real Executor and BufferStore, no socket). Requests are built
-// the way the IFRT proxy client builds them; answers are checked as the client would read them,
-// including the ones that come later through the sink.
+// Session handlers against a whole fleet in this process (support/in_process_fleet.h: a real
+// RM and two workers, no socket). Every case runs against fake workers (support/fake_worker.h)
+// at every worker protocol version the proxy speaks, and again against real workers (the real
+// Executor and BufferStore) when SWITCHYARD_TEST_PLUGIN names a plugin. Requests are built the
+// way the IFRT proxy client builds them; answers are checked as the client would read them,
+// including the ones that come later through the sink. The faults a real worker cannot be made
+// to show on cue (a crash, a restart, a hang) run against the fakes only.
 
 #include "proxy/session.h"
 
@@ -11,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/limits.h"
@@ -57,11 +61,35 @@ class Answers {
   std::deque<wire::IfrtResponse> answers_ ABSL_GUARDED_BY(mutex_);
 };
 
-class SessionTest : public ::testing::Test {
+// The workers a case runs against: fakes speaking `protocol`, or real ones (protocol 0).
+struct Backend {
+  uint32_t protocol = 0;
+};
+
+std::vector<Backend> FakesAtEveryProtocol() {
+  std::vector<Backend> backends;
+  for (uint32_t protocol = WORKER_PROTOCOL_FIRST; protocol <= WorkerProtocol_MAX; ++protocol) {
+    backends.push_back({protocol});
+  }
+  return backends;
+}
+
+std::vector<Backend> EveryBackend() {
+  std::vector<Backend> backends = FakesAtEveryProtocol();
+  if (test_support::TestPlugin() != nullptr) backends.push_back({0});
+  return backends;
+}
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param.protocol == 0 ? "plugin" : absl::StrCat("fake_v", info.param.protocol);
+}
+
+class SessionTest : public ::testing::TestWithParam<Backend> {
  protected:
   void SetUp() override {
-    if (test_support::TestPlugin() == nullptr) GTEST_SKIP() << "SWITCHYARD_TEST_PLUGIN is not set";
-    absl::Status started = fleet_.Start(2, kDevicesPerWorker);
+    absl::Status started = GetParam().protocol == 0
+                               ? fleet_.Start(2, kDevicesPerWorker)
+                               : fleet_.StartFake(2, kDevicesPerWorker, GetParam().protocol);
     ASSERT_TRUE(started.ok()) << started;
     store_ = std::make_shared<HostBufferStore>();
     sink_ = std::make_shared<ResponseSink>(
@@ -179,6 +207,24 @@ class SessionTest : public ::testing::Test {
     return Answer(request);
   }
 
+  // Compile options the plugin would abort on (found by fuzz_ifrt_request) are refused.
+  void ExpectOptionsThePluginWouldAbortOnRefused() {
+    switchyard::xla::CompileOptionsProto bad_options;
+    bad_options.mutable_executable_build_options()->set_device_ordinal(-524289);
+    t::XlaCompileOptionsProto xla_options;
+    xla_options.set_compile_options(bad_options.SerializeAsString());
+    wire::IfrtRequest bad;
+    bad.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::XlaProgram");
+    bad.mutable_compile_request()->mutable_program()->set_data(kAddOne);
+    bad.mutable_compile_request()->mutable_compile_options()->set_type_name(
+        "xla::ifrt::XlaCompileOptions");
+    bad.mutable_compile_request()->mutable_compile_options()->set_data(
+        xla_options.SerializeAsString());
+    wire::IfrtResponse refused = Answer(bad);
+    EXPECT_EQ(Code(refused), absl::StatusCode::kInvalidArgument) << Message(refused);
+    EXPECT_NE(Message(refused).find("device_ordinal"), std::string::npos) << Message(refused);
+  }
+
   test_support::InProcessFleet fleet_;
   std::shared_ptr<HostBufferStore> store_;
   Answers answers_;
@@ -188,7 +234,7 @@ class SessionTest : public ::testing::Test {
   uint64_t next_op_ = 1;
 };
 
-TEST_F(SessionTest, InitListsEveryDeviceOfEverySlice) {
+TEST_P(SessionTest, InitListsEveryDeviceOfEverySlice) {
   ASSERT_EQ(Code(init_), absl::StatusCode::kOk) << Message(init_);
   const wire::InitResponse& init = init_.init_response();
   EXPECT_EQ(init.all_devices_size(), 2 * kDevicesPerWorker);
@@ -196,7 +242,7 @@ TEST_F(SessionTest, InitListsEveryDeviceOfEverySlice) {
   EXPECT_EQ(init.session_id(), 7u);
 }
 
-TEST_F(SessionTest, AnArrayGoesToItsWorkerAndComesBack) {
+TEST_P(SessionTest, AnArrayGoesToItsWorkerAndComesBack) {
   for (int64_t device : {0, 3}) {
     const uint64_t handle = 10 + device;
     ASSERT_EQ(Code(MakeArray(handle, {1, 2, 3, 4}, device)), absl::StatusCode::kOk);
@@ -207,7 +253,7 @@ TEST_F(SessionTest, AnArrayGoesToItsWorkerAndComesBack) {
   }
 }
 
-TEST_F(SessionTest, UnknownHandlesAreErrorsAndTheSessionGoesOn) {
+TEST_P(SessionTest, UnknownHandlesAreErrorsAndTheSessionGoesOn) {
   absl::StatusOr<std::vector<float>> missing = Fetch(424242);
   EXPECT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("424242"), std::string::npos) << missing.status();
@@ -221,7 +267,7 @@ TEST_F(SessionTest, UnknownHandlesAreErrorsAndTheSessionGoesOn) {
   EXPECT_TRUE(Fetch(20).ok());
 }
 
-TEST_F(SessionTest, AFailedRequestBindsItsErrorToTheHandlesItWouldHaveMade) {
+TEST_P(SessionTest, AFailedRequestBindsItsErrorToTheHandlesItWouldHaveMade) {
   // A device that does not exist: the array handle carries the error.
   wire::IfrtResponse made = MakeArray(30, {1, 2, 3, 4}, 99);
   ASSERT_NE(Code(made), absl::StatusCode::kOk);
@@ -231,7 +277,7 @@ TEST_F(SessionTest, AFailedRequestBindsItsErrorToTheHandlesItWouldHaveMade) {
   EXPECT_EQ(Code(Ready({30})), Code(made));
 }
 
-TEST_F(SessionTest, PastTheArrayQuotaRefusedHandlesSayWhyButOnlySoMany) {
+TEST_P(SessionTest, PastTheArrayQuotaRefusedHandlesSayWhyButOnlySoMany) {
   SessionPolicy policy;
   policy.max_arrays = 2;
   session_ = std::make_unique<Session>(
@@ -259,7 +305,7 @@ TEST_F(SessionTest, PastTheArrayQuotaRefusedHandlesSayWhyButOnlySoMany) {
   EXPECT_EQ(Code(Ready({100 + asked - 1})), absl::StatusCode::kNotFound);
 }
 
-TEST_F(SessionTest, ADeletedArrayIsGoneAndSaysSo) {
+TEST_P(SessionTest, ADeletedArrayIsGoneAndSaysSo) {
   ASSERT_EQ(Code(MakeArray(40, {1, 1, 1, 1}, 2)), absl::StatusCode::kOk);
   wire::IfrtRequest remove;
   remove.mutable_delete_array_request()->add_array_handle(40);
@@ -282,7 +328,7 @@ TEST_F(SessionTest, ADeletedArrayIsGoneAndSaysSo) {
   EXPECT_TRUE(Fetch(42).ok());
 }
 
-TEST_F(SessionTest, AProgramCompilesAndRunsOnItsDevice) {
+TEST_P(SessionTest, AProgramCompilesAndRunsOnItsDevice) {
   wire::IfrtResponse compiled = Compile(kAddOne);
   ASSERT_EQ(Code(compiled), absl::StatusCode::kOk) << Message(compiled);
   const uint64_t executable = compiled.compile_response().loaded_executable_handle();
@@ -307,7 +353,7 @@ TEST_F(SessionTest, AProgramCompilesAndRunsOnItsDevice) {
   }
 }
 
-TEST_F(SessionTest, ALaunchSaysWhenItsOutputsAreComputedSoReadinessIsAnsweredHere) {
+TEST_P(SessionTest, ALaunchSaysWhenItsOutputsAreComputedSoReadinessIsAnsweredHere) {
   wire::IfrtResponse compiled = Compile(kAddOne);
   ASSERT_EQ(Code(compiled), absl::StatusCode::kOk) << Message(compiled);
   const uint64_t executable = compiled.compile_response().loaded_executable_handle();
@@ -325,25 +371,13 @@ TEST_F(SessionTest, ALaunchSaysWhenItsOutputsAreComputedSoReadinessIsAnsweredHer
   EXPECT_TRUE(now->has_check_value_ready_response());
 }
 
-TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
+TEST_P(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   wire::IfrtResponse compiled = Compile("module { this is not MLIR");
   EXPECT_NE(Code(compiled), absl::StatusCode::kOk);
   EXPECT_FALSE(Message(compiled).empty());
-  // Compile options the plugin would abort on (found by fuzz_ifrt_request) are refused.
-  switchyard::xla::CompileOptionsProto bad_options;
-  bad_options.mutable_executable_build_options()->set_device_ordinal(-524289);
-  t::XlaCompileOptionsProto xla_options;
-  xla_options.set_compile_options(bad_options.SerializeAsString());
-  wire::IfrtRequest bad;
-  bad.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::XlaProgram");
-  bad.mutable_compile_request()->mutable_program()->set_data(kAddOne);
-  bad.mutable_compile_request()->mutable_compile_options()->set_type_name(
-      "xla::ifrt::XlaCompileOptions");
-  bad.mutable_compile_request()->mutable_compile_options()->set_data(
-      xla_options.SerializeAsString());
-  wire::IfrtResponse refused = Answer(bad);
-  EXPECT_EQ(Code(refused), absl::StatusCode::kInvalidArgument) << Message(refused);
-  EXPECT_NE(Message(refused).find("device_ordinal"), std::string::npos) << Message(refused);
+  // Compile options the plugin would abort on (found by fuzz_ifrt_request) are refused, by
+  // the worker: what a fake cannot show.
+  if (GetParam().protocol == 0) ExpectOptionsThePluginWouldAbortOnRefused();
   wire::IfrtRequest plugin;
   plugin.mutable_compile_request()->mutable_program()->set_type_name("xla::ifrt::PluginProgram");
   plugin.mutable_compile_request()->mutable_compile_options()->set_type_name(
@@ -360,7 +394,7 @@ TEST_F(SessionTest, ABrokenProgramIsAnErrorNotACrash) {
   EXPECT_EQ(Code(Answer(custom)), absl::StatusCode::kUnimplemented);
 }
 
-TEST_F(SessionTest, CopiesMoveWorkerToWorkerAcrossSlices) {
+TEST_P(SessionTest, CopiesMoveWorkerToWorkerAcrossSlices) {
   ASSERT_EQ(Code(MakeArray(80, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
   wire::IfrtRequest copy;
   copy.mutable_copy_arrays_request()->add_array_handles(80);
@@ -378,7 +412,7 @@ TEST_F(SessionTest, CopiesMoveWorkerToWorkerAcrossSlices) {
   EXPECT_NE(Code(Answer(copy)), absl::StatusCode::kOk);
 }
 
-TEST_F(SessionTest, RequestsOutOfOrderGetErrorsNotCrashes) {
+TEST_P(SessionTest, RequestsOutOfOrderGetErrorsNotCrashes) {
   // A launch on an array deleted before it, an executable destroyed before its launch,
   // the same result handle twice.
   wire::IfrtResponse compiled = Compile(kAddOne);
@@ -406,7 +440,7 @@ TEST_F(SessionTest, RequestsOutOfOrderGetErrorsNotCrashes) {
   EXPECT_EQ(*values, (std::vector<float>{2, 3, 4, 5}));
 }
 
-TEST_F(SessionTest, ALostWorkerFailsWhatTouchesItsSliceWithDataLoss) {
+TEST_P(SessionTest, ALostWorkerFailsWhatTouchesItsSliceWithDataLoss) {
   ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);  // slice 0
   ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)),
             absl::StatusCode::kOk);  // slice 1
@@ -436,6 +470,117 @@ TEST_F(SessionTest, ALostWorkerFailsWhatTouchesItsSliceWithDataLoss) {
     EXPECT_EQ(Code(made), absl::StatusCode::kDataLoss) << Message(made);
   }
 }
+
+// Faults a real worker cannot be made to show on cue, through the fakes.
+class SessionFaultTest : public SessionTest {
+ protected:
+  WorkerConnection* ConnectionOf(int64_t device) {
+    for (const DeviceEntry& entry : fleet_.fleet()->Devices()) {
+      if (entry.info.global_id() == device) return entry.worker;
+    }
+    return nullptr;
+  }
+  // Waits up to 10 s for the proxy to see slice 1's worker up under its present boot.
+  bool WaitUpAgain() {
+    WorkerConnection* connection = ConnectionOf(kDevicesPerWorker);
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      if (connection->up() && connection->boot_id() == fleet_.fake(1)->boot_id()) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
+  }
+  // Sends `request` with a fresh op id, to be answered later; its op id.
+  uint64_t Start(wire::IfrtRequest request) {
+    const uint64_t op_id = next_op_++;
+    request.mutable_request_metadata()->set_op_id(op_id);
+    std::optional<wire::IfrtResponse> now = session_->Process(request);
+    EXPECT_FALSE(now.has_value()) << "answered at once";
+    return op_id;
+  }
+};
+
+TEST_P(SessionFaultTest, ACrashFailsExactlyItsSliceWithDataLoss) {
+  ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)), absl::StatusCode::kOk);
+  EXPECT_EQ(Code(Ready({70, 71})), absl::StatusCode::kOk);
+  fleet_.fake(1)->Crash();
+  // Whichever the proxy sees first, the stream's end or a refused call, the answer is one.
+  absl::StatusOr<std::vector<float>> lost = Fetch(71);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss) << lost.status();
+  EXPECT_NE(lost.status().message().find("slice 1"), std::string::npos) << lost.status();
+  EXPECT_EQ(Code(Ready({70, 71})), absl::StatusCode::kDataLoss);
+  absl::StatusOr<std::vector<float>> kept = Fetch(70);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(*kept, (std::vector<float>{1, 2, 3, 4}));
+}
+
+TEST_P(SessionFaultTest, ARestartIsANewEpochWhatTheOldOneMadeIsLostForGood) {
+  wire::IfrtResponse compiled = Compile(kAddOne);  // on device 0: slice 0
+  ASSERT_EQ(Code(compiled), absl::StatusCode::kOk) << Message(compiled);
+  ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)), absl::StatusCode::kOk);
+  EXPECT_EQ(Code(Ready({71})), absl::StatusCode::kOk);
+  const std::string old_boot = fleet_.fake(1)->boot_id();
+  fleet_.fake(1)->Restart();
+  ASSERT_NE(fleet_.fake(1)->boot_id(), old_boot);
+  ASSERT_TRUE(WaitUpAgain()) << "the proxy never saw the new boot";
+  // Up again, and the same worker process would not have it anyway: DATA_LOSS, not NOT_FOUND.
+  absl::StatusOr<std::vector<float>> lost = Fetch(71);
+  EXPECT_EQ(lost.status().code(), absl::StatusCode::kDataLoss) << lost.status();
+  // What is made in the new epoch lives, and moves between the slices.
+  ASSERT_EQ(Code(MakeArray(72, {5, 6, 7, 8}, kDevicesPerWorker)), absl::StatusCode::kOk);
+  absl::StatusOr<std::vector<float>> made = Fetch(72);
+  ASSERT_TRUE(made.ok()) << made.status();
+  EXPECT_EQ(*made, (std::vector<float>{5, 6, 7, 8}));
+  wire::IfrtRequest copy;
+  copy.mutable_copy_arrays_request()->add_array_handles(72);
+  copy.mutable_copy_arrays_request()->add_device_ids(0);
+  copy.mutable_copy_arrays_request()->add_result_handles(73);
+  ASSERT_EQ(Code(Answer(copy)), absl::StatusCode::kOk);
+  const uint64_t executable = compiled.compile_response().loaded_executable_handle();
+  ASSERT_EQ(Code(Execute(executable, {73}, 74, 75)), absl::StatusCode::kOk);
+  absl::StatusOr<std::vector<float>> ran = Fetch(74);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_EQ(*ran, (std::vector<float>{6, 7, 8, 9}));
+}
+
+TEST_P(SessionFaultTest, AWorkerThatStopsReadingIsEndedAsHungAndWhatWaitedFails) {
+  ASSERT_EQ(Code(MakeArray(71, {1, 2, 3, 4}, kDevicesPerWorker)), absl::StatusCode::kOk);
+  EXPECT_EQ(Code(Ready({71})), absl::StatusCode::kOk);
+  fleet_.fake(1)->StopReading();
+  const int64_t carried_out = fleet_.fake(1)->operations();
+  // Still heartbeating, so only the stalled write tells: a readiness check waits on it.
+  ASSERT_EQ(Code(MakeArray(72, {1, 2, 3, 4}, kDevicesPerWorker)), absl::StatusCode::kOk);
+  wire::IfrtRequest ready;
+  ready.mutable_check_value_ready_request()->add_value_handles(72);
+  // The first is held by the worker; the transport does not take the second.
+  const uint64_t waiting = Start(ready);
+  const uint64_t stuck = Start(ready);
+  WorkerConnection* connection = ConnectionOf(kDevicesPerWorker);
+  // What the fleet's housekeeping does once a second with its five-minute limit.
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (connection->up() && absl::Now() < deadline) {
+    connection->CheckStall(absl::Milliseconds(100));
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_FALSE(connection->up()) << "a write held for 100 ms was not seen";
+  std::optional<wire::IfrtResponse> answer = answers_.Wait(waiting);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(Code(*answer), absl::StatusCode::kDataLoss) << Message(*answer);
+  EXPECT_NE(Message(*answer).find("hung"), std::string::npos) << Message(*answer);
+  answer = answers_.Wait(stuck);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(Code(*answer), absl::StatusCode::kDataLoss) << Message(*answer);
+  EXPECT_EQ(fleet_.fake(1)->operations(), carried_out);
+  // Slice 0 goes on.
+  ASSERT_EQ(Code(MakeArray(70, {1, 2, 3, 4}, 0)), absl::StatusCode::kOk);
+  EXPECT_TRUE(Fetch(70).ok());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fakes, SessionFaultTest, ::testing::ValuesIn(FakesAtEveryProtocol()),
+                         BackendName);
+
+INSTANTIATE_TEST_SUITE_P(Workers, SessionTest, ::testing::ValuesIn(EveryBackend()), BackendName);
 
 }  // namespace
 }  // namespace switchyard::proxy
