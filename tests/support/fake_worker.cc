@@ -387,7 +387,7 @@ grpc::Status FakeWorker::CancelLaunches(grpc::ServerContext* context, const Canc
   return ToGrpcStatus(CheckCall(*context));
 }
 
-absl::Status FakeWorker::Execute(const ExecuteRequest& request) {
+absl::Status FakeWorker::Launch(const ExecuteRequest& request) {
   std::vector<uint64_t> outputs;
   for (const BufferIdList& ids : request.outputs()) {
     outputs.insert(outputs.end(), ids.ids().begin(), ids.ids().end());
@@ -456,7 +456,7 @@ absl::Status FakeWorker::Assemble(const AssembleBufferRequest& request) {
 absl::Status FakeWorker::Run(const DispatchRequest& request) {
   switch (request.op_case()) {
     case DispatchRequest::kExecute:
-      return Execute(request.execute());
+      return Launch(request.execute());
     case DispatchRequest::kAssemble:
       return Assemble(request.assemble());
     case DispatchRequest::kAssembleBuffers: {

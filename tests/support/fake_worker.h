@@ -103,7 +103,7 @@ class FakeWorker final : public Worker::Service {
   absl::Status Register() ABSL_LOCKS_EXCLUDED(mutex_);
   void HeartbeatLoop();
   absl::Status Run(const DispatchRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
-  absl::Status Execute(const ExecuteRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Launch(const ExecuteRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
   absl::Status Assemble(const AssembleBufferRequest& request) ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of this worker or, by address, of another fake in this process.
   absl::StatusOr<Buffer> Source(const BufferPiece& piece) ABSL_LOCKS_EXCLUDED(mutex_);
