@@ -61,16 +61,20 @@ class Answers {
   std::deque<wire::IfrtResponse> answers_ ABSL_GUARDED_BY(mutex_);
 };
 
-// The workers a case runs against: fakes speaking `protocol`, or real ones (protocol 0).
+// The workers a case runs against: fakes speaking worker protocol `protocol`, or real
+// ones (protocol 0); and the IFRT protocol and SerDes versions the client speaks.
 struct Backend {
   uint32_t protocol = 0;
+  Version client = {kProtocolMax, kSerDesMax};
 };
 
+// Every worker protocol with the newest client, and the newest with the oldest client.
 std::vector<Backend> FakesAtEveryProtocol() {
   std::vector<Backend> backends;
   for (uint32_t protocol = WORKER_PROTOCOL_FIRST; protocol <= WorkerProtocol_MAX; ++protocol) {
     backends.push_back({protocol});
   }
+  backends.push_back({WorkerProtocol_MAX, Version{kProtocolMin, kSerDesMin}});
   return backends;
 }
 
@@ -81,7 +85,10 @@ std::vector<Backend> EveryBackend() {
 }
 
 std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param.protocol == 0 ? "plugin" : absl::StrCat("fake_v", info.param.protocol);
+  const std::string workers =
+      info.param.protocol == 0 ? "plugin" : absl::StrCat("fake_v", info.param.protocol);
+  return absl::StrCat(workers, "_ifrt", info.param.client.protocol, "_serdes",
+                      info.param.client.serdes);
 }
 
 class SessionTest : public ::testing::TestWithParam<Backend> {
@@ -95,7 +102,7 @@ class SessionTest : public ::testing::TestWithParam<Backend> {
     sink_ = std::make_shared<ResponseSink>(
         [this](const wire::IfrtResponse& response) { return answers_.Write(response); }, [] {});
     session_ = std::make_unique<Session>(
-        7, Version{kProtocolMax, kSerDesMax}, fleet_.fleet(), store_, [] { return false; }, sink_);
+        7, GetParam().client, fleet_.fleet(), store_, [] { return false; }, sink_);
     wire::IfrtRequest init;
     init.mutable_init_request();
     init_ = Answer(init);
@@ -281,8 +288,7 @@ TEST_P(SessionTest, PastTheArrayQuotaRefusedHandlesSayWhyButOnlySoMany) {
   SessionPolicy policy;
   policy.max_arrays = 2;
   session_ = std::make_unique<Session>(
-      8, Version{kProtocolMax, kSerDesMax}, fleet_.fleet(), store_, [] { return false; }, sink_,
-      policy);
+      8, GetParam().client, fleet_.fleet(), store_, [] { return false; }, sink_, policy);
   wire::IfrtRequest init;
   init.mutable_init_request();
   ASSERT_EQ(Code(Answer(init)), absl::StatusCode::kOk);
