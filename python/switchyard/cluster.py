@@ -83,6 +83,8 @@ class LocalCluster:
     `switchyard status --json` prints it. `gcs_scratch_location` gives the workers a
     persistent compilation cache there. `virtual_slices` ("cpu:1") makes it a shared
     pool: each session leases slices of that shape (docs/shared-pool.md).
+    `metrics=True` has every process serve /metrics on a loopback port it chooses;
+    `c.metrics` maps "proxy", "rm", "worker-0", ... to their URLs.
     `large_transfer_directory` lets the clients of `env()` leave large host buffers there
     for the proxy (docs/performance.md). `flags` go to `switchyard up` as they are (e.g.
     `--tokens_file=...`, `--tenant_shares=...`).
@@ -92,7 +94,7 @@ class LocalCluster:
                  rm_port: int | None = None, proxy_port: int | None = None,
                  startup_timeout_s: float = 120.0, gcs_scratch_location: str | None = None,
                  virtual_slices: str | None = None, large_transfer_directory: str | None = None,
-                 flags: tuple[str, ...] = ()):
+                 metrics: bool = False, flags: tuple[str, ...] = ()):
         self.workers = workers
         self.devices_per_worker = devices_per_worker
         self.hosts_per_slice = hosts_per_slice
@@ -104,7 +106,8 @@ class LocalCluster:
         self.gcs_scratch_location = gcs_scratch_location
         self.virtual_slices = virtual_slices
         self.large_transfer_directory = large_transfer_directory
-        self.flags = tuple(flags)
+        self.flags = tuple(flags) + (("--metrics_port=0",) if metrics else ())
+        self.metrics: dict[str, str] = {}
         self._process: subprocess.Popen | None = None
 
     def __enter__(self) -> LocalCluster:
@@ -144,6 +147,11 @@ class LocalCluster:
         self.rm_address = line.split("resource manager ", 1)[1].split(",", 1)[0]
         usage = out.readline()
         self.target = usage.split("JAX_BACKEND_TARGET=", 1)[1].split()[0]
+        if "--metrics_port=0" in self.flags:
+            out.readline()  # "switchyard status ..."
+            # "  metrics: proxy=URL rm=URL worker-0=URL ..."
+            urls = out.readline().split("metrics:", 1)[1].split()
+            self.metrics = dict(url.split("=", 1) for url in urls)
 
     @property
     def pid(self) -> int:

@@ -14,6 +14,7 @@
 #include "cli/flags.h"
 #include "common/grpc_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "worker/worker.h"
 
 ABSL_FLAG(int, server_port, -1,
@@ -30,6 +31,9 @@ ABSL_FLAG(std::string, resource_manager_address, "127.0.0.1:29001",
 ABSL_FLAG(int, metrics_port, -1,
           "Serve Prometheus metrics on http://<listen_host>:<port>/metrics (0: a free port; "
           "-1: off)");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "rm, proxy, worker: once metrics are served, write their port to this file (how "
+          "`up` learns the ports its children chose with --metrics_port=0)");
 ABSL_FLAG(std::string, pjrt_plugin, "",
           "Path of the PJRT plugin .so (default: $SWITCHYARD_PJRT_PLUGIN)");
 ABSL_FLAG(std::string, python, "",
@@ -156,6 +160,7 @@ int main(int argc, char** argv) {
   args.erase(args.begin() + 1);
   int args_count = static_cast<int>(args.size());
   std::vector<char*> positional = absl::ParseCommandLine(args_count, args.data());
+  switchyard::SetMetricsPortFile(absl::GetFlag(FLAGS_metrics_port_file));
   const std::string ca = absl::GetFlag(FLAGS_tls_ca_file);
   const std::string cert = absl::GetFlag(FLAGS_tls_cert_file);
   const std::string key = absl::GetFlag(FLAGS_tls_key_file);

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,12 +22,17 @@
 #include "absl/cleanup/cleanup.h"
 #include "absl/flags/flag.h"
 #include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "common/files.h"
 #include "common/grpc_server.h"
 #include "common/limits.h"
 #include "common/logging.h"
@@ -104,6 +110,35 @@ pid_t Spawn(const std::string& self, const std::vector<std::string>& args) {
   _exit(127);
 }
 
+// The file where the child `name` writes its metrics port.
+std::string MetricsPortFile(const std::string& state_dir, const std::string& name) {
+  return absl::StrCat(state_dir, "/", absl::StrReplaceAll(name, {{" ", "-"}}), ".metrics-port");
+}
+
+// The port in a child's metrics port file; 0 if it has written none (yet).
+int ReadMetricsPort(const std::string& port_file) {
+  absl::StatusOr<std::string> text = ReadWholeFile(port_file);
+  int port = 0;
+  if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &port)) return 0;
+  return port;
+}
+
+// With its metrics port written, a child that chose one keeps it when restarted.
+void KeepMetricsPort(std::vector<std::string>& args) {
+  std::string port_file;
+  for (const std::string& arg : args) {
+    if (absl::StartsWith(arg, "--metrics_port_file=")) {
+      port_file = arg.substr(std::strlen("--metrics_port_file="));
+    }
+  }
+  if (port_file.empty()) return;
+  const int port = ReadMetricsPort(port_file);
+  if (port == 0) return;
+  for (std::string& arg : args) {
+    if (arg == "--metrics_port=0") arg = absl::StrCat("--metrics_port=", port);
+  }
+}
+
 // The children, each restarted with backoff when it dies (while `supervising`):
 // a crashed process never takes the others down, and `up` stops only when told to.
 class Cluster {
@@ -168,6 +203,7 @@ class Cluster {
         continue;
       }
       child.started = absl::Now();
+      KeepMetricsPort(child.args);
       child.pid = Spawn(self_, child.args);
       if (child.pid < 0) {  // try again after the next backoff
         SY_LOG(Error) << "cannot restart " << name << ": fork: " << std::strerror(errno);
@@ -310,41 +346,79 @@ std::vector<std::string> WithSharedFlags(std::vector<std::string> args) {
   return args;
 }
 
-// --metrics_port=P: the proxy serves metrics on P, the rm on P+1, worker i on P+2+i
-// (0: each a free port, logged).
-std::string MetricsFlag(int offset) {
+// --metrics_port=P: the proxy serves metrics on P, the rm on P+1, worker i on P+2+i.
+// 0: each takes a free port (no race with other processes for one) and writes it to
+// `port_file`; `up` prints them once the cluster is ready, and a child restarted keeps
+// its port.
+std::vector<std::string> MetricsFlags(int offset, const std::string& port_file) {
   const int port = absl::GetFlag(FLAGS_metrics_port);
-  return absl::StrCat("--metrics_port=", port > 0 ? port + offset : port);
+  return {absl::StrCat("--metrics_port=", port > 0 ? port + offset : port),
+          absl::StrCat("--metrics_port_file=", port == 0 ? port_file : "")};
 }
 
-std::vector<std::string> RmArgs(const Endpoint& rm, const std::string& state_file) {
-  return WithSharedFlags(
-      {"rm", rm.flags[0], rm.flags[1], MetricsFlag(1), absl::StrCat("--state_file=", state_file),
-       absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
-       absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
-       absl::StrCat("--lease_max_hold=",
-                    absl::FormatDuration(absl::GetFlag(FLAGS_lease_max_hold)))});
+// With --metrics_port=0, a line "  metrics: proxy=http://HOST:PORT/metrics rm=...
+// worker-0=..." of the ports the children wrote (each waited for until `deadline`; "?"
+// for one that never came).
+void PrintMetricsUrls(const std::string& state_dir, int workers, const std::string& host,
+                      absl::Time deadline) {
+  if (absl::GetFlag(FLAGS_metrics_port) != 0) return;
+  std::vector<std::string> names = {"proxy", "rm"};
+  for (int i = 0; i < workers; ++i) names.push_back(absl::StrCat("worker ", i));
+  std::string urls;
+  for (const std::string& name : names) {
+    const std::string port_file = MetricsPortFile(state_dir, name);
+    int port = ReadMetricsPort(port_file);
+    while (port == 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+      port = ReadMetricsPort(port_file);
+    }
+    absl::StrAppend(&urls, " ", absl::StrReplaceAll(name, {{" ", "-"}}), "=",
+                    port == 0 ? "?" : absl::StrCat("http://", host, ":", port, "/metrics"));
+  }
+  std::printf("  metrics:%s\n", urls.c_str());
+}
+
+// Appends `more` to `args`.
+std::vector<std::string> With(std::vector<std::string> args, std::vector<std::string> more) {
+  args.insert(args.end(), std::make_move_iterator(more.begin()),
+              std::make_move_iterator(more.end()));
+  return args;
+}
+
+std::vector<std::string> RmArgs(const Endpoint& rm, const std::string& state_dir) {
+  return With(
+      WithSharedFlags({"rm", rm.flags[0], rm.flags[1],
+                       absl::StrCat("--state_file=", state_dir, "/rm-state"),
+                       absl::StrCat("--tenant_shares=", absl::GetFlag(FLAGS_tenant_shares)),
+                       absl::StrCat("--tenant_priorities=", absl::GetFlag(FLAGS_tenant_priorities)),
+                       absl::StrCat("--lease_max_hold=",
+                                    absl::FormatDuration(absl::GetFlag(FLAGS_lease_max_hold)))}),
+      MetricsFlags(1, MetricsPortFile(state_dir, "rm")));
 }
 
 // Worker `i` of `workers`, each on a host of its own: slices of --hosts_per_slice.
 std::vector<std::string> WorkerArgs(int i, int workers, const Endpoint& worker,
-                                    const std::string& rm_address, const std::string& plugin) {
+                                    const std::string& rm_address, const std::string& plugin,
+                                    const std::string& metrics_port_file) {
   const int hosts_per_slice = absl::GetFlag(FLAGS_hosts_per_slice);
-  return WithSharedFlags(
-      {"worker", absl::StrCat("--resource_manager_address=", rm_address), MetricsFlag(2 + i),
-       worker.flags[0], worker.flags[1], absl::StrCat("--slice_index=", i / hosts_per_slice),
-       absl::StrCat("--host_index=", i % hosts_per_slice), absl::StrCat("--pjrt_plugin=", plugin),
-       // Empty: each worker finds one (and says which).
-       absl::StrCat("--python=", absl::GetFlag(FLAGS_python)),
-       absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
-       absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
-       absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
-       absl::StrCat("--sidecar_writable_paths=",
-                    absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
-       absl::StrCat("--cpu_device_count=", absl::GetFlag(FLAGS_devices_per_worker)),
-       absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
-       absl::StrCat("--workers_per_host=", workers),
-       absl::StrCat("--buffer_memory_percent=", limits::kUpWorkerBufferMemoryPercent)});
+  return With(
+      WithSharedFlags(
+          {"worker", absl::StrCat("--resource_manager_address=", rm_address), worker.flags[0],
+           worker.flags[1], absl::StrCat("--slice_index=", i / hosts_per_slice),
+           absl::StrCat("--host_index=", i % hosts_per_slice),
+           absl::StrCat("--pjrt_plugin=", plugin),
+           // Empty: each worker finds one (and says which).
+           absl::StrCat("--python=", absl::GetFlag(FLAGS_python)),
+           absl::StrCat("--sidecar_shm_directory=", absl::GetFlag(FLAGS_sidecar_shm_directory)),
+           absl::StrCat("--sidecar_sandbox=", absl::GetFlag(FLAGS_sidecar_sandbox)),
+           absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers)),
+           absl::StrCat("--sidecar_writable_paths=",
+                        absl::StrJoin(absl::GetFlag(FLAGS_sidecar_writable_paths), ",")),
+           absl::StrCat("--cpu_device_count=", absl::GetFlag(FLAGS_devices_per_worker)),
+           absl::StrCat("--max_buffer_bytes=", absl::GetFlag(FLAGS_max_buffer_bytes)),
+           absl::StrCat("--workers_per_host=", workers),
+           absl::StrCat("--buffer_memory_percent=", limits::kUpWorkerBufferMemoryPercent)}),
+      MetricsFlags(2 + i, metrics_port_file));
 }
 
 // A process of `count` simulated hosts, slices `first_slice` on, each with
@@ -367,21 +441,24 @@ int64_t UpProxyHostBufferBytes() {
   return MemoryLimitBytes() / 100 * limits::kUpProxyHostBufferMemoryPercent;
 }
 
-std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_address) {
-  return WithSharedFlags(
-      {"proxy", proxy.flags[0], proxy.flags[1], MetricsFlag(0),
-       absl::StrCat("--resource_manager_address=", rm_address),
-       absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
-       absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
-       absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
-       absl::StrCat("--session_max_host_buffer_bytes=",
-                    absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
-       absl::StrCat("--proxy_max_host_buffer_bytes=", UpProxyHostBufferBytes()),
-       absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
-       absl::StrCat("--session_idle_timeout=",
-                    absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
-       absl::StrCat("--large_transfer_directory=", absl::GetFlag(FLAGS_large_transfer_directory)),
-       absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))});
+std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_address,
+                                   const std::string& metrics_port_file) {
+  return With(WithSharedFlags(
+                  {"proxy", proxy.flags[0], proxy.flags[1],
+                   absl::StrCat("--resource_manager_address=", rm_address),
+                   absl::StrCat("--num_elastic_slices=", absl::GetFlag(FLAGS_num_elastic_slices)),
+                   absl::StrCat("--tokens_file=", absl::GetFlag(FLAGS_tokens_file)),
+                   absl::StrCat("--session_max_arrays=", absl::GetFlag(FLAGS_session_max_arrays)),
+                   absl::StrCat("--session_max_host_buffer_bytes=",
+                                absl::GetFlag(FLAGS_session_max_host_buffer_bytes)),
+                   absl::StrCat("--proxy_max_host_buffer_bytes=", UpProxyHostBufferBytes()),
+                   absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
+                   absl::StrCat("--session_idle_timeout=",
+                                absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
+                   absl::StrCat("--large_transfer_directory=",
+                                absl::GetFlag(FLAGS_large_transfer_directory)),
+                   absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))}),
+              MetricsFlags(0, metrics_port_file));
 }
 
 // Restarts a child that dies until SIGINT or SIGTERM comes.
@@ -466,7 +543,7 @@ int RunUp(const char* argv0) {
   }
 
   Cluster cluster(self_path);
-  cluster.Start("rm", RmArgs(rm, absl::StrCat(state_dir, "/rm-state")));
+  cluster.Start("rm", RmArgs(rm, state_dir));
   // One at a time, so global device ids follow (slice, host) order: the RM assigns
   // them in join order.
   absl::Time deadline = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_startup_timeout_s));
@@ -474,7 +551,8 @@ int RunUp(const char* argv0) {
     const Endpoint worker = endpoint(worker_port >= 0, absl::StrCat("worker-", i, ".sock"),
                                      worker_port == 0 ? 0 : worker_port + i);
     const std::string name = absl::StrCat("worker ", i);
-    cluster.Start(name, WorkerArgs(i, workers, worker, rm_address, plugin));
+    cluster.Start(
+        name, WorkerArgs(i, workers, worker, rm_address, plugin, MetricsPortFile(state_dir, name)));
     if (!WaitForFleet(&cluster, rm_address, i + 1, name, deadline)) {
       SY_LOG(Error) << "the cluster did not come up; stopping it";
       cluster.Stop(absl::Seconds(5));
@@ -496,7 +574,7 @@ int RunUp(const char* argv0) {
     }
   }
   const Endpoint proxy = endpoint(proxy_port >= 0, "proxy.sock", proxy_port);
-  cluster.Start("proxy", ProxyArgs(proxy, rm_address));
+  cluster.Start("proxy", ProxyArgs(proxy, rm_address, MetricsPortFile(state_dir, "proxy")));
   if (!WaitForServer(&cluster, "proxy", proxy.address, deadline)) {
     SY_LOG(Error) << "the proxy did not come up; stopping the cluster";
     cluster.Stop(absl::Seconds(5));
@@ -511,6 +589,7 @@ int RunUp(const char* argv0) {
       rm_address.c_str(), workers, first_simulated,
       simulated > 0 ? absl::StrCat(" and ", simulated, " simulated hosts").c_str() : "", devices,
       proxy.address.c_str(), rm_address.c_str());
+  PrintMetricsUrls(state_dir, workers, host, deadline);
   std::fflush(stdout);
 
   // From here on a child that dies is restarted; `up` itself stops only on a signal.

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/files.h"
 #include "common/logging.h"
 #include "common/machine_memory.h"
 #include "httplib.h"
@@ -92,7 +93,14 @@ class HttpMetricsServer final : public MetricsServer {
   int port_ = -1;
 };
 
+std::string& PortFile() {
+  static auto* path = new std::string();
+  return *path;
+}
+
 }  // namespace
+
+void SetMetricsPortFile(std::string path) { PortFile() = std::move(path); }
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& host, int port, std::function<std::string()> render,
@@ -110,6 +118,11 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::StartIfEnabled(
   auto server = Start(host, port, std::move(render), std::move(pages));
   if (server.ok()) {
     SY_LOG(Info) << "metrics on http://" << host << ":" << (*server)->port() << "/metrics";
+    if (!PortFile().empty()) {
+      // Whole or not at all: `up` may read it while it is written.
+      absl::Status written = WriteFileAtomically(PortFile(), absl::StrCat((*server)->port(), "\n"));
+      if (!written.ok()) SY_LOG(Warning) << "metrics port file: " << written.message();
+    }
   }
   return server;
 }

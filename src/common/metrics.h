@@ -35,6 +35,11 @@ struct HttpPage {
   std::function<std::string()> render;
 };
 
+// Where this process writes the port it serves metrics on, once bound ("": nowhere):
+// how `switchyard up` learns the ports its children chose. Set once, by main, before
+// any server starts.
+void SetMetricsPortFile(std::string path);
+
 class MetricsServer {
  public:
   // Serves GET /metrics, and `pages`, on host:port (0 picks a free port). UNAVAILABLE if
@@ -42,7 +47,8 @@ class MetricsServer {
   static absl::StatusOr<std::unique_ptr<MetricsServer>> Start(const std::string& host, int port,
                                                               std::function<std::string()> render,
                                                               std::vector<HttpPage> pages = {});
-  // Like `Start`, but null when `port` is negative (metrics off); logs the address.
+  // Like `Start`, but null when `port` is negative (metrics off); logs the address, and
+  // writes the port to the file SetMetricsPortFile named, if any.
   static absl::StatusOr<std::unique_ptr<MetricsServer>> StartIfEnabled(
       const std::string& host, int port, std::function<std::string()> render,
       std::vector<HttpPage> pages = {});

@@ -135,10 +135,10 @@ def plugin() -> str:
     return switchyard.find_plugin()
 
 
-def start_rm(spawn, *flags: str) -> Process:
+def start_rm(spawn, *flags: str, port: int = 0) -> Process:
     """A resource manager on a port it chooses (no race with other tests for a free one);
-    `.address` is where it listens. For an RM restarted on the same port, pick one."""
-    process = spawn("rm", "--server_port=0", *flags)
+    `.address` is where it listens. For an RM restarted on the same port, pick `port`."""
+    process = spawn("rm", f"--server_port={port}", *flags)
     line = process.wait_for("resource manager listening on ")
     process.address = line.split("resource manager listening on ")[1].split()[0]
     return process
@@ -177,6 +177,13 @@ def scrape(process: Process) -> dict[str, float]:
     return scrape_url(found.group(1))
 
 
+def dashboard_url(rm: Process) -> str:
+    """The dashboard of an RM started with --metrics_port (0: a port it chose), "http://HOST:PORT"."""
+    found = re.search(r"dashboard on (http://[^/\s]+)", rm.wait_for("dashboard on http://"))
+    assert found, rm.output
+    return found.group(1)
+
+
 def scrape_url(url: str) -> dict[str, float]:
     with urllib.request.urlopen(url, timeout=10) as response:
         assert response.headers["Content-Type"].startswith("text/plain")
@@ -185,12 +192,11 @@ def scrape_url(url: str) -> dict[str, float]:
             for line in text.splitlines() if line and not line.startswith("#")}
 
 
-def metric_at(port: int, sample: str) -> float:
-    """One sample (`name` or `name{label="value"}`) of the /metrics on a loopback port;
-    `switchyard up --metrics_port=P` serves the proxy's on P, the rm's on P+1 and worker
-    i's on P+2+i."""
-    samples = scrape_url(f"http://127.0.0.1:{port}/metrics")
-    assert sample in samples, f"no {sample} on port {port}"
+def metric_at(url: str, sample: str) -> float:
+    """One sample (`name` or `name{label="value"}`) of the /metrics at `url`
+    (`LocalCluster(metrics=True).metrics["proxy"]`, ...)."""
+    samples = scrape_url(url)
+    assert sample in samples, f"no {sample} at {url}"
     return samples[sample]
 
 

@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from switchyard.cluster import free_port
+from conftest import dashboard_url, start_rm
 
 CHROMIUM = shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
@@ -122,22 +122,21 @@ def browser(tmp_path):
 
 
 def test_the_dashboard_shows_a_live_cluster_and_a_worker_going_down(spawn, plugin, browser):
-    rm_port, http_port = free_port(), free_port()
-    rm = spawn("rm", f"--server_port={rm_port}", f"--metrics_port={http_port}")
-    rm.wait_for("dashboard on http://")
+    rm = start_rm(spawn, "--metrics_port=0")
+    dashboard = dashboard_url(rm)
     workers = []
     for index in range(2):
-        worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+        worker = spawn("worker", f"--resource_manager_address={rm.address}",
                        "--server_port=0", f"--slice_index={index}", f"--pjrt_plugin={plugin}",
                        "--cpu_device_count=2")
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     # What the page polls is the RM's view, with each host's load.
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as r:
+    with urllib.request.urlopen(f"{dashboard}/api/status", timeout=10) as r:
         status = json.load(r)
     assert len(status["fleet"]["slices"]) == 2 and len(status["stats"]) == 2, status
 
-    page = browser(f"http://127.0.0.1:{http_port}/")
+    page = browser(f"{dashboard}/")
     page.wait_for("document.getElementById('summary').textContent.includes("
                   "'2 slices, 2 hosts (2 healthy), 4 devices')", "the live cluster")
     assert page.evaluate("document.querySelectorAll('tr[data-health=healthy]').length") == 2
@@ -153,14 +152,13 @@ def test_the_dashboard_shows_a_live_cluster_and_a_worker_going_down(spawn, plugi
 
 def test_the_dashboard_escapes_what_comes_from_the_network(spawn, plugin, browser):
     """A worker's address and a session's owner are shown as text, never as markup."""
-    rm_port, http_port = free_port(), free_port()
-    rm = spawn("rm", f"--server_port={rm_port}", f"--metrics_port={http_port}")
-    rm.wait_for("dashboard on http://")
-    worker = spawn("worker", f"--resource_manager_address=127.0.0.1:{rm_port}",
+    rm = start_rm(spawn, "--metrics_port=0")
+    dashboard = dashboard_url(rm)
+    worker = spawn("worker", f"--resource_manager_address={rm.address}",
                    "--server_port=0", "--slice_index=0", f"--pjrt_plugin={plugin}",
                    "--cpu_device_count=1", "--advertise_host=<img src=x onerror=alert(1)>")
     worker.wait_for("registered with the resource manager")
-    page = browser(f"http://127.0.0.1:{http_port}/")
+    page = browser(f"{dashboard}/")
     page.wait_for("document.querySelectorAll('#hosts tbody tr').length === 1", "the host")
     assert page.evaluate("document.querySelectorAll('#hosts img').length") == 0
     assert "<img" in page.evaluate("document.querySelector('#hosts tbody').innerText")

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import fleet, read_line, stdout_of, tell, wait_until
+from conftest import dashboard_url, fleet, read_line, start_rm, stdout_of, tell, wait_until
 from switchyard.cluster import free_port
 
 # A client that holds its session open and takes commands on stdin: `compute` runs a
@@ -112,11 +112,9 @@ def clients():
 
 
 def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1",
-               proxy_flags=()):
-    rm_port = free_port()
-    rm = spawn("rm", f"--server_port={rm_port}", *rm_flags)
-    rm.wait_for("resource manager listening")
-    rm.address = f"127.0.0.1:{rm_port}"
+               proxy_flags=(), rm_port: int = 0):
+    """`rm_port`: for a test that restarts the RM on its port (0: one the RM chooses)."""
+    rm = start_rm(spawn, *rm_flags, port=rm_port)
     for index in range(slices):
         worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
                        f"--slice_index={index}", f"--pjrt_plugin={plugin}",
@@ -269,7 +267,7 @@ def test_an_idle_session_gives_its_slices_back(spawn, plugin, clients):
 
 def test_a_lease_outlives_an_rm_restart(spawn, plugin, clients, tmp_path):
     state = tmp_path / "rm-state"
-    pool = start_pool(spawn, plugin, 2, f"--state_file={state}")
+    pool = start_pool(spawn, plugin, 2, f"--state_file={state}", rm_port=free_port())
     first = clients(pool.target)
     slices = first.devices()
     pool.rm.stop(signal.SIGKILL)
@@ -335,9 +333,8 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_pro
     tokens = tmp_path / "tokens"
     tokens.write_text("".join(f"{tenant} sha256:{hashlib.sha256(tenant.encode()).hexdigest()}\n"
                               for tenant in ("light", "heavy")))
-    http_port = free_port()
     first = start_pool(spawn, plugin, 1, "--tenant_shares=light:1,heavy:3",
-                       f"--metrics_port={http_port}", virtual_slices="",
+                       "--metrics_port=0", virtual_slices="",
                        proxy_flags=(f"--tokens_file={tokens}",))
     second_target = first.target
     if not one_proxy:
@@ -378,7 +375,7 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_pro
     # The RM's dashboard shows the same account, each device's busy time, and the
     # latest programs with their tenants.
     import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/api/status", timeout=10) as r:
+    with urllib.request.urlopen(f"{dashboard_url(first.rm)}/api/status", timeout=10) as r:
         shown = json.load(r)["stats"][address]
     seconds = shown["device_seconds"]
     assert seconds["heavy"] >= after["heavy"] and seconds["light"] >= after["light"], seconds

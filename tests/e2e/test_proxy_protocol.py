@@ -25,29 +25,22 @@ from ifrt_raw import (
     store_metadata,
     t,
 )
-from switchyard.cluster import free_port
 
 OK = 0
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    port = free_port()
-    with switchyard.LocalCluster(workers=2, devices_per_worker=4,
-                                 flags=(f"--metrics_port={port}",)) as c:
-        METRICS_PORTS[c.target] = port  # the proxy's; the rm and workers get those after
+    with switchyard.LocalCluster(workers=2, devices_per_worker=4, metrics=True) as c:
         yield c
-
-
-METRICS_PORTS: dict[str, int] = {}
 
 
 def wait_for_host_buffer_waits(cluster, kind: str) -> None:
     """Until a request of the proxy waits on a host buffer (`kind`: upload_to_begin,
     bytes_to_arrive), which the proxy announces nowhere but in its /metrics."""
     sample = f'switchyard_proxy_host_buffer_waits{{kind="{kind}"}}'
-    port = METRICS_PORTS[cluster.target]
-    wait_until(lambda: metric_at(port, sample) > 0, timeout=30,
+    url = cluster.metrics["proxy"]
+    wait_until(lambda: metric_at(url, sample) > 0, timeout=30,
                what=f"a wait of kind {kind} on the proxy", interval=0.02)
 
 

@@ -15,9 +15,8 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import metric_at, read_line
+from conftest import metric_at, read_line, wait_until
 from switchyard import rm_pb2, rm_pb2_grpc
-from switchyard.cluster import free_port
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
@@ -83,19 +82,15 @@ def test_every_named_thread_is_documented():
 def test_waiting_key_value_gets_hold_no_threads():
     """Gets waiting for a key another host has not put yet cost the RM no thread each;
     the put answers them all, and one whose client goes away leaves the store."""
-    port = free_port()
-    with switchyard.LocalCluster(workers=1, devices_per_worker=1,
-                                 flags=(f"--metrics_port={port}",)) as cluster:
-        rm_port = port + 1  # `up` gives the rm the port after the proxy's
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1, metrics=True) as cluster:
         rm = cluster.child_pid("rm")
         before = len(thread_names(rm))
         stub = rm_pb2_grpc.ResourceManagerStub(grpc.insecure_channel(cluster.rm_address))
 
         def wait_for_waiting(count: int) -> None:
-            deadline = time.monotonic() + 30
-            while metric_at(rm_port, "switchyard_rm_kv_waiting_gets") != count:
-                assert time.monotonic() < deadline, f"{count} gets never waited"
-                time.sleep(0.05)
+            wait_until(lambda: metric_at(cluster.metrics["rm"],
+                                         "switchyard_rm_kv_waiting_gets") == count,
+                       what=f"{count} gets waiting", interval=0.05)
 
         gets = [stub.KeyValueGet.future(rm_pb2.KeyValueGetRequest(key="late", timeout_ms=120_000),
                                         timeout=120) for _ in range(300)]

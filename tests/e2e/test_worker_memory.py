@@ -14,7 +14,6 @@ import pytest
 
 import switchyard
 from conftest import metric_at
-from switchyard.cluster import free_port
 
 MIB = 1 << 20
 
@@ -73,11 +72,9 @@ def test_up_leaves_a_fifth_of_the_memory_to_the_processes_and_the_system():
     """`switchyard up` puts the proxy beside its workers: their default bounds together
     (workers' buffers, the proxy's staged host buffers) stay under 80% of the memory,
     three parts to the workers for one to the proxy (60% and 20%)."""
-    port = free_port()
-    with switchyard.LocalCluster(workers=2, devices_per_worker=1,
-                                 flags=(f"--metrics_port={port}",)):
-        proxy = metric_at(port, "switchyard_proxy_host_buffer_bytes_max")  # `up`: proxy, rm,
-        workers = [metric_at(port + 2 + i, "switchyard_worker_buffer_bytes_max")  # then workers
+    with switchyard.LocalCluster(workers=2, devices_per_worker=1, metrics=True) as cluster:
+        proxy = metric_at(cluster.metrics["proxy"], "switchyard_proxy_host_buffer_bytes_max")
+        workers = [metric_at(cluster.metrics[f"worker-{i}"], "switchyard_worker_buffer_bytes_max")
                    for i in range(2)]
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert proxy > 0 and workers[0] == workers[1] > 0
