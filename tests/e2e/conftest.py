@@ -144,6 +144,13 @@ def start_rm(spawn, *flags: str, port: int = 0) -> Process:
     return process
 
 
+def proxy_address(proxy: Process) -> str:
+    """Where a proxy listens (started with --server_port=0: on a port it chose), as
+    host:port or unix:PATH; JAX dials grpc://<it>."""
+    line = proxy.wait_for("proxy listening on ")
+    return line.split("proxy listening on ")[1].split()[0]
+
+
 @pytest.fixture
 def rm(spawn):
     """A running resource manager; `.address` is where it listens."""

@@ -11,8 +11,7 @@ import sys
 import pytest
 
 import switchyard
-from conftest import start_rm
-from switchyard.cluster import free_port
+from conftest import proxy_address, start_rm
 
 # Compiles one program per device it is given and checks it against JAX's CPU backend.
 CLIENT = r"""
@@ -41,8 +40,8 @@ print("OK", flush=True)
 """
 
 
-def run_client(port: int, *devices: int, program: int = 0):
-    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", "PROGRAM": str(program)}
+def run_client(address: str, *devices: int, program: int = 0):
+    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://{address}", "PROGRAM": str(program)}
     result = subprocess.run([sys.executable, "-c", CLIENT, *map(str, devices)], env=env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0 and "OK" in result.stdout, result.stderr[-3000:]
@@ -66,13 +65,12 @@ def start_fleet(spawn, plugin, scratch, slices=(0,), plugin_args=(), prefix=None
                        prefix=prefix)
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
-    port = free_port()
-    proxy = spawn("proxy", f"--server_port={port}",
+    proxy = spawn("proxy", "--server_port=0",
                   f"--resource_manager_address={rm.address}",
                   f"--gcs_scratch_location={scratch}")
     proxy.wait_for(f"slice {slices[-1]} host 0")
     workers[0].others = [rm, proxy]
-    return workers, proxy, port
+    return workers, proxy, proxy_address(proxy)
 
 
 def stop(*workers):
@@ -201,8 +199,8 @@ def test_a_read_only_cache_serves_hits_and_stores_nothing(spawn, plugin, scratch
 def test_two_fleets_compiling_one_program_into_one_directory(spawn, plugin, scratch):
     first, _, first_port = start_fleet(spawn, plugin, scratch, slices=(0,))
     second, _, second_port = start_fleet(spawn, plugin, scratch, slices=(0,))
-    env = [{**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}", "PROGRAM": "2"}
-           for port in (first_port, second_port)]
+    env = [{**os.environ, "JAX_BACKEND_TARGET": f"grpc://{address}", "PROGRAM": "2"}
+           for address in (first_port, second_port)]
     clients = [subprocess.Popen([sys.executable, "-c", CLIENT, "0"], env=e, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for e in env]
     for client in clients:
@@ -267,7 +265,7 @@ def test_a_long_compile_does_not_hold_up_the_clients_other_requests(spawn, plugi
     import json
 
     [worker], proxy, port = start_fleet(spawn, plugin, scratch)
-    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+    env = {**os.environ, "JAX_BACKEND_TARGET": f"grpc://{port}"}
     result = subprocess.run([sys.executable, "-c", CONCURRENT], env=env, capture_output=True,
                             text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import read_line, scrape, start_rm, tell, text_of
+from conftest import proxy_address, read_line, scrape, start_rm, tell, text_of
 from switchyard.cluster import free_port
 
 CLIENT = """
@@ -90,7 +90,6 @@ def refused(address: str, payload: bytes) -> bytes:
 
 @pytest.mark.parametrize("plane", ["tcp", "unix", "off"])
 def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_path, plane):
-    proxy_port = free_port()
     rm = start_rm(spawn)
     workers = []
     for s in (0, 1):
@@ -103,7 +102,7 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     proxy_where = ([f"--unix_socket={tmp_path}/proxy.sock"] if plane == "unix"
-                   else [f"--server_port={proxy_port}"])
+                   else ["--server_port=0"])
     proxy = spawn("proxy", *proxy_where, f"--resource_manager_address={rm.address}",
                   "--metrics_port=0", *(["--bulk_transfers=false"] if plane == "off" else []))
     proxy.wait_for("proxy listening")
@@ -128,7 +127,7 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
     else:
         assert "bulk transfers on" not in workers[0].output + proxy.output
 
-    target = f"unix:{tmp_path}/proxy.sock" if plane == "unix" else f"127.0.0.1:{proxy_port}"
+    target = proxy_address(proxy)
     env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://{target}"}
     try:
         out = subprocess.run([sys.executable, "-c", CLIENT], env=env, capture_output=True,
@@ -176,7 +175,6 @@ def test_buffers_between_workers_are_exact_on_every_plane(spawn, plugin, tmp_pat
 
 
 def test_a_data_plane_out_of_the_proxys_reach_sends_the_bytes_over_grpc(spawn, plugin, tmp_path):
-    proxy_port = free_port()
     rm = start_rm(spawn)
     worker = spawn("worker", f"--resource_manager_address={rm.address}",
                    f"--unix_socket={tmp_path}/w.sock", f"--pjrt_plugin={plugin}",
@@ -184,7 +182,7 @@ def test_a_data_plane_out_of_the_proxys_reach_sends_the_bytes_over_grpc(spawn, p
     worker.wait_for("registered with the resource manager")
     # As if the worker were on another host: its plane's socket is not there to reach.
     os.unlink(f"{tmp_path}/w.sock.bulk")
-    proxy = spawn("proxy", f"--server_port={proxy_port}",
+    proxy = spawn("proxy", "--server_port=0",
                   f"--resource_manager_address={rm.address}", "--metrics_port=0")
     proxy.wait_for("proxy listening")
     client = """
@@ -196,7 +194,7 @@ for k in range(3):
 print("OK")
 """
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
-           "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
+           "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
     out = subprocess.run([sys.executable, "-c", client], env=env, capture_output=True, text=True,
                          timeout=300)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-4000:]
@@ -332,7 +330,6 @@ print("SURVIVOR", float(np.asarray(z).sum()), flush=True)
                                         ("tcp", "upload")])
 def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
         spawn, plugin, tmp_path, plane, what):
-    proxy_port = free_port()
     rm = start_rm(spawn)
     workers = []
     for s in (0, 1):
@@ -343,11 +340,11 @@ def test_a_holder_killed_while_its_buffers_move_is_data_loss_and_nothing_hangs(
                        "--metrics_port=0")
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
-    proxy = spawn("proxy", f"--server_port={proxy_port}",
+    proxy = spawn("proxy", "--server_port=0",
                   f"--resource_manager_address={rm.address}")
     proxy.wait_for("proxy listening")
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
-           "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{proxy_port}"}
+           "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
     client = subprocess.Popen([sys.executable, "-c", MOVER, what], env=env, text=True,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:

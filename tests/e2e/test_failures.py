@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 import switchyard
-from conftest import read_line, tell, wait_until, worker_buffers
+from conftest import proxy_address, read_line, tell, wait_until, worker_buffers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -258,7 +258,6 @@ print(json.dumps({"after": after}), flush=True)
 
 
 def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn, rm, plugin):
-    from switchyard.cluster import free_port
 
     workers = []
     for s in (0, 1):
@@ -266,11 +265,11 @@ def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn
                        f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2")
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
-    port = free_port()
-    proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}",
                   "--num_elastic_slices=0")
     proxy.wait_for("slice 1 host 0")
-    env = {**os.environ, "JAX_PLATFORMS": "proxy", "JAX_BACKEND_TARGET": f"grpc://127.0.0.1:{port}"}
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
     client = subprocess.Popen([sys.executable, "-c", NOT_ELASTIC], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:

@@ -100,10 +100,8 @@ def test_a_stopped_worker_is_unhealthy_within_5s_and_rejoins_when_continued(rm, 
     finally:
         victim.proc.send_signal(signal.SIGCONT)
     victim.wait_for("registering again")
-    deadline = time.monotonic() + 10
-    while not hosts(rm.address)[(1, 0)]["healthy"]:
-        assert time.monotonic() < deadline, "not healthy again 10 s after SIGCONT"
-        time.sleep(0.1)
+    wait_until(lambda: hosts(rm.address)[(1, 0)]["healthy"], timeout=10,
+               what="healthy again after SIGCONT")
     assert hosts(rm.address)[(0, 0)]["healthy"]
 
 
@@ -373,10 +371,8 @@ def test_up_killed_with_sigkill_takes_its_children_along(spawn, plugin):
     pids = [int(h["pid"]) for s in fleet(f"127.0.0.1:{rm_port}")["slices"] for h in s["hosts"]]
     up.proc.send_signal(signal.SIGKILL)
     up.wait_exit()
-    deadline = time.monotonic() + 10
-    while any(os.path.exists(f"/proc/{p}") and not _is_zombie(p) for p in pids):
-        assert time.monotonic() < deadline, "children outlived a SIGKILLed `up`"
-        time.sleep(0.1)
+    wait_until(lambda: not any(os.path.exists(f"/proc/{p}") and not _is_zombie(p) for p in pids),
+               timeout=10, what="the children of a SIGKILLed `up` gone")
 
 
 def _is_zombie(pid):
@@ -438,10 +434,8 @@ def test_prometheus_metrics_of_every_process(spawn, plugin):
     for process in (rm, worker, proxy):
         assert 1 << 20 < scrape(process)["process_resident_memory_bytes"] < 16 << 30
     worker.proc.send_signal(signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while scrape(rm)['switchyard_rm_hosts{state="unhealthy"}'] != 1:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    wait_until(lambda: scrape(rm)['switchyard_rm_hosts{state="unhealthy"}'] == 1, timeout=5,
+               what="one host unhealthy in the RM's metrics", interval=0.2)
 
 
 def test_rm_down_new_sessions_get_the_last_view_and_a_restart_keeps_ids(spawn, plugin, tmp_path):
@@ -479,10 +473,8 @@ print(sorted(d.id for d in jax.devices()), float(jax.numpy.ones(3).sum()))
 
     restarted = spawn("rm", f"--server_port={rm_port}", f"--state_file={state}")
     restarted.wait_for("restored 4 device ids and 2 hosts")
-    deadline = time.monotonic() + 30
-    while not all(h["healthy"] for h in hosts(address).values()):
-        assert time.monotonic() < deadline, "the workers did not re-register"
-        time.sleep(0.2)
+    wait_until(lambda: all(h["healthy"] for h in hosts(address).values()),
+               what="the workers registered again", interval=0.2)
     assert {k: device_ids(h) for k, h in hosts(address).items()} == before
 
 

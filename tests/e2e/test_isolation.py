@@ -13,9 +13,8 @@ import time
 import grpc
 import pytest
 
-from conftest import scrape, wait_until
+from conftest import proxy_address, scrape, wait_until
 from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
-from switchyard.cluster import free_port
 
 HERE = pathlib.Path(__file__).parent
 WHEEL_PYTHON = HERE.parents[1] / ".venv-wheel" / "bin" / "python"
@@ -32,14 +31,13 @@ def pool(spawn, rm, start_worker, tmp_path):
         f"{tenant} sha256:{hashlib.sha256(token.encode()).hexdigest()}\n"
         for tenant, token in TOKENS.items()))
     start_worker(0, devices=2)
-    port = free_port()
-    proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}",
                   f"--tokens_file={tokens_file}", f"--session_max_arrays={MAX_ARRAYS}",
                   f"--session_max_host_buffer_bytes={MAX_HOST_BUFFER_BYTES}",
                   f"--proxy_max_host_buffer_bytes={PROXY_MAX_HOST_BUFFER_BYTES}",
                   "--metrics_port=0")
     proxy.wait_for("IFRT proxy server started with status OK")
-    proxy.target = f"grpc://127.0.0.1:{port}"
+    proxy.target = f"grpc://{proxy_address(proxy)}"
     return proxy
 
 

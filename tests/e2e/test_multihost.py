@@ -19,9 +19,9 @@ from concurrent import futures
 import grpc
 import pytest
 
+from conftest import proxy_address, wait_until
 from ifrt_raw import RawSession, channel, compile_options_pb2, g, s, t, xla_data_pb2
 from switchyard import common_pb2 as c, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
-from switchyard.cluster import free_port
 
 DEVICES_PER_HOST = 2
 
@@ -132,10 +132,8 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
 
 @pytest.fixture
 def proxy(spawn, rm):
-    port = free_port()
-    process = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}")
-    process.wait_for("proxy listening")
-    process.target = f"127.0.0.1:{port}"
+    process = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
+    process.target = proxy_address(process)
     return process
 
 
@@ -216,10 +214,8 @@ def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
         session.request(loaded_executable_destruct_request=s.LoadedExecutableDestructRequest(
             loaded_executable_handle=handle))
         session.close()
-        deadline = time.monotonic() + 10
-        while not all(host.deleted_executables for host in hosts):
-            assert time.monotonic() < deadline, "executables were not deleted on both hosts"
-            time.sleep(0.05)
+        wait_until(lambda: all(host.deleted_executables for host in hosts), timeout=10,
+                   what="executables deleted on both hosts", interval=0.05)
         for host in hosts:
             assert host.deleted_executables == [host.compiles[0].executable_id]
     finally:
@@ -312,10 +308,8 @@ def test_failed_compile_on_one_host_fails_the_program_and_frees_the_other(rm, pr
         status = compiled.response_metadata.status
         assert status.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
         assert "fake compile failure" in status.message
-        deadline = time.monotonic() + 10
-        while hosts[0].deleted_executables != [hosts[0].compiles[0].executable_id]:
-            assert time.monotonic() < deadline, "the compiled copy was not deleted"
-            time.sleep(0.05)
+        wait_until(lambda: hosts[0].deleted_executables == [hosts[0].compiles[0].executable_id],
+                   timeout=10, what="the compiled copy deleted", interval=0.05)
         # The session goes on: a program on one host compiles there only.
         one_host = session.request(compile_request=program_over(devices[:2]))
         assert one_host.response_metadata.status.code == 0, one_host
@@ -345,11 +339,8 @@ def test_two_proxies_launches_on_shared_hosts_start_in_the_rms_one_order(rm, spa
     hosts = [FakeHost(rm.address, node, protocol=4) for node in (0, 1)]
     proxies = []
     for _ in range(2):
-        port = free_port()
-        process = spawn("proxy", f"--server_port={port}",
-                        f"--resource_manager_address={rm.address}")
-        process.wait_for("proxy listening")
-        proxies.append(f"127.0.0.1:{port}")
+        process = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
+        proxies.append(proxy_address(process))
     per_session = 10
     try:
         sessions = [RawSession(channel(target)) for target in proxies]

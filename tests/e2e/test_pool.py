@@ -16,7 +16,16 @@ import time
 
 import pytest
 
-from conftest import dashboard_url, fleet, read_line, start_rm, stdout_of, tell, wait_until
+from conftest import (
+    dashboard_url,
+    fleet,
+    proxy_address,
+    read_line,
+    start_rm,
+    stdout_of,
+    tell,
+    wait_until,
+)
 from switchyard.cluster import free_port
 
 # A client that holds its session open and takes commands on stdin: `compute` runs a
@@ -33,9 +42,12 @@ HOLDER = textwrap.dedent("""
             try:
                 x = jax.device_put(jnp.arange(8.0), devices[0])
                 ok = np.allclose(np.asarray(x * 3 + 1), np.arange(8.0) * 3 + 1)
-                print("RESULT", "ok" if ok else "wrong", flush=True)
+                # One write a line: the client's own logs share the pipe.
+                sys.stdout.write("RESULT " + ("ok" if ok else "wrong") + "\\n")
+                sys.stdout.flush()
             except Exception as e:  # the reason goes to the test
-                print("RESULT", "error:", str(e).replace("\\n", " "), flush=True)
+                sys.stdout.write("RESULT error: " + str(e).replace("\\n", " ") + "\\n")
+                sys.stdout.flush()
         elif line.strip() == "quit":
             break
     switchyard.shutdown()
@@ -120,11 +132,10 @@ def start_pool(spawn, plugin, slices: int, *rm_flags: str, virtual_slices="cpu:1
                        f"--slice_index={index}", f"--pjrt_plugin={plugin}",
                        "--cpu_device_count=1")
         worker.wait_for("registered with the resource manager")
-    port = free_port()
-    proxy = spawn("proxy", f"--server_port={port}", f"--resource_manager_address={rm.address}",
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}",
                   f"--virtual_slices={virtual_slices}", *proxy_flags)
     proxy.wait_for("IFRT proxy server started with status OK")
-    proxy.target = f"grpc://127.0.0.1:{port}"
+    proxy.target = f"grpc://{proxy_address(proxy)}"
     proxy.rm = rm
     return proxy
 
@@ -338,11 +349,10 @@ def test_tenants_share_a_device_by_their_shares(spawn, plugin, tmp_path, one_pro
                        proxy_flags=(f"--tokens_file={tokens}",))
     second_target = first.target
     if not one_proxy:
-        port = free_port()
-        second = spawn("proxy", f"--server_port={port}",
+        second = spawn("proxy", "--server_port=0",
                        f"--resource_manager_address={first.rm.address}", f"--tokens_file={tokens}")
         second.wait_for("IFRT proxy server started with status OK")
-        second_target = f"grpc://127.0.0.1:{port}"
+        second_target = f"grpc://{proxy_address(second)}"
     address = fleet(first.rm.address)["slices"][0]["hosts"][0]["address"]
     loaders = []
     for tenant, target in (("light", first.target), ("heavy", second_target)):

@@ -423,10 +423,8 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     # The session goes on, and the worker holds nothing from the failed upload.
     assert status(session.request(get_default_device_assignment_request=(
         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
-    deadline = time.monotonic() + 5
-    while worker_buffers(cluster) > before:
-        assert time.monotonic() < deadline, "the partial buffer stayed on the worker"
-        time.sleep(0.05)
+    wait_until(lambda: worker_buffers(cluster) <= before, timeout=5,
+               what="the partial buffer freed on the worker", interval=0.05)
     session.close()
 
 
@@ -454,10 +452,8 @@ def test_a_client_that_goes_away_cancels_its_queued_launches(cluster):
         client.wait()
         # The launches still in the operation stream are dropped; what the plugin had
         # queued (a window of them) runs. Then everything is freed.
-        deadline = time.monotonic() + 30
-        while worker_buffers(cluster) != 0:
-            assert time.monotonic() < deadline, "buffers left after the client died"
-            time.sleep(0.1)
+        wait_until(lambda: worker_buffers(cluster) == 0,
+                   what="no buffers left after the client died")
         ran = worker_stat(cluster, "executions") - before
         print(f"{ran} of 301 launches ran")
         assert ran < 150, f"{ran} of 301 launches ran after the client died"
