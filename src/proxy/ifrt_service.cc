@@ -34,6 +34,26 @@ constexpr char kSessionMetadataKey[] = "ifrt-proxy-grpc-ifrt-session-metadata-bi
 constexpr char kStoreMetadataKey[] = "ifrt-proxy-grpc-host-buffer-store-metadata-bin";
 constexpr size_t kLookupChunkBytes = 1 << 20;
 
+// A failed session's answer to `request`: the reason it failed, but for destructions.
+// Those free what the session holds of them and succeed whatever it knew (arrays whose
+// making was refused are unknown to it): they cannot fail, and the client batches them,
+// logging an error for every one refused.
+w::IfrtResponse AnswerFailed(Session& session, const w::IfrtRequest& request,
+                             const absl::Status& failed) {
+  w::IfrtResponse answer;
+  answer.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
+  if (request.has_destruct_array_request()) {
+    (void)session.Process(request);
+    answer.mutable_destruct_array_response();
+  } else if (request.has_loaded_executable_destruct_request()) {
+    (void)session.Process(request);
+    answer.mutable_loaded_executable_destruct_response();
+  } else {
+    *answer.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
+  }
+  return answer;
+}
+
 // The binary metadata value under `key`, parsed into `message`.
 template <typename Message>
 absl::Status ReadMetadata(const grpc::ServerContext& context, const char* key, Message* message) {
@@ -337,10 +357,7 @@ absl::Status IfrtService::ServeRequests(SessionStream* stream, Session& session,
     if (!failed.ok()) {
       // A failed session answers every request with the reason, until the client goes.
       if (failed_requests++ == 0) SY_LOG(Warning) << failed.message();
-      w::IfrtResponse refused;
-      refused.mutable_response_metadata()->set_op_id(request.request_metadata().op_id());
-      *refused.mutable_response_metadata()->mutable_status() = ToStatusProto(failed);
-      if (!sink.Write(std::move(refused))) return absl::OkStatus();
+      if (!sink.Write(AnswerFailed(session, request, failed))) return absl::OkStatus();
       continue;
     }
     std::optional<w::IfrtResponse> response = session.Process(request);

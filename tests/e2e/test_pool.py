@@ -68,10 +68,12 @@ class Client:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         self.lines: queue.Queue = queue.Queue()
+        self.printed: list[str] = []  # every line so far, logs included
         threading.Thread(target=self._pump, daemon=True).start()
 
     def _pump(self):
         for line in stdout_of(self.proc):
+            self.printed.append(line)
             self.lines.put(line)
         self.lines.put(None)
 
@@ -243,6 +245,10 @@ def test_a_lease_held_too_long_is_taken_back_while_another_waits(spawn, plugin, 
     error = first.compute()
     assert error.startswith("error:") and "--lease_max_hold" in error, error
     assert second.compute() == "ok"
+    # The failed session still takes its arrays' destructions (the client batches them
+    # and logs an error for each one refused), and refuses the rest.
+    assert first.compute().startswith("error:")
+    assert not [line for line in first.printed if "Unrecognized response" in line], first.printed
 
 
 def test_a_higher_priority_preempts_a_lower_one(spawn, plugin, clients, tmp_path):
