@@ -70,16 +70,18 @@ FakeWorker::FakeWorker(const Options& options) : options_(options), boot_id_(New
 
 FakeWorker::~FakeWorker() {
   {
+    // First: a peer's copy waiting for one of our buffers (under the registry's lock,
+    // which keeps us alive meanwhile) gives up now.
+    absl::MutexLock lock(&mutex_);
+    crashed_ = true;
+    CancelStreamsLocked();
+  }
+  {
     absl::MutexLock lock(&registry_mutex);
     Registry().erase(address_);
   }
   stop_.Notify();
   if (heartbeats_.joinable()) heartbeats_.join();
-  {
-    absl::MutexLock lock(&mutex_);
-    crashed_ = true;
-    CancelStreamsLocked();
-  }
   if (server_.server != nullptr) {
     server_.Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_.server->Wait();
@@ -242,6 +244,8 @@ absl::StatusOr<FakeWorker::Buffer> FakeWorker::Source(const BufferPiece& piece) 
   if (piece.source_address().empty() || piece.source_address() == address_) {
     return Find(piece.source_buffer_id(), kWaitForBuffer);
   }
+  // The registry's lock keeps the peer alive while it is asked; the peer's end wakes
+  // the wait (~FakeWorker).
   absl::MutexLock lock(&registry_mutex);
   auto peer = Registry().find(piece.source_address());
   if (peer == Registry().end()) {
