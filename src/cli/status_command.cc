@@ -97,6 +97,32 @@ std::string Printable(const std::string& text) {
   return out;
 }
 
+// The RM itself and the proxies that reported lately (an older RM lists neither): what
+// each holds, so that an operator sees where the memory went.
+void PrintProcesses(const Fleet& fleet, const std::string& rm_address) {
+  if (fleet.rm_pid() == 0 && fleet.proxies_size() == 0) return;
+  int address_width = std::max<int>(22, rm_address.size());
+  for (const ProxyStatus& proxy : fleet.proxies()) {
+    address_width = std::max<int>(address_width, std::min<size_t>(proxy.address().size(), 80));
+  }
+  std::printf("\n%-17s %-*s %-8s %-7s %-8s %-8s %s\n", "PROCESS", address_width, "ADDRESS", "PID",
+              "RSS", "STAGED", "SESSIONS", "REPORTED");
+  if (fleet.rm_pid() != 0) {
+    std::printf("%-17s %-*s %-8lld %-7s %-8s %-8s %s\n", "resource-manager", address_width,
+                rm_address.c_str(), static_cast<long long>(fleet.rm_pid()),
+                Memory(fleet.rm_resident_bytes(), fleet.rm_resident_bytes() > 0).c_str(), "-", "-",
+                "now");
+  }
+  for (const ProxyStatus& proxy : fleet.proxies()) {
+    std::printf("%-17s %-*s %-8lld %-7s %-8s %-8lld %s\n", "proxy", address_width,
+                Printable(proxy.address()).c_str(), static_cast<long long>(proxy.pid()),
+                Memory(proxy.resident_bytes(), proxy.resident_bytes() > 0).c_str(),
+                Memory(proxy.host_buffer_bytes(), true).c_str(),
+                static_cast<long long>(proxy.sessions()),
+                absl::StrCat(Age(proxy.last_report_age_ms()), " ago").c_str());
+  }
+}
+
 std::string Shapes(const LeaseInfo& lease) {
   std::vector<std::string> shapes;
   for (const LeaseShape& shape : lease.slices()) {
@@ -174,6 +200,7 @@ int RunStatus() {
     std::printf("%s", json.c_str());
   } else {
     PrintTable(fleet);
+    PrintProcesses(fleet, address);
     PrintLeases(leases);
   }
   return 0;

@@ -42,6 +42,13 @@ inline constexpr int64_t kHostsMax = 1 << 14;           // registered hosts in a
 inline constexpr int64_t kDeviceIdsMax = (int64_t{1} << 31) - 1;
 inline constexpr int64_t kNameBytesMax = 1 << 10;  // addresses, host names, boot ids
 inline constexpr int64_t kFleetWatchersMax = 256;  // open WatchFleet streams
+// A proxy tells the RM what it holds this often (ReportProxy, for `switchyard status`);
+// the RM lists a proxy until it has not heard from it for kProxyReportForgetMs (it
+// stopped or cannot reach the RM), and at most kProxiesReportedMax of them (anyone who
+// reaches the RM's port may report; the oldest report goes first).
+inline constexpr int64_t kProxyReportPeriodMs = 2000;
+inline constexpr int64_t kProxyReportForgetMs = 10 * 1000;
+inline constexpr int64_t kProxiesReportedMax = 1024;
 // A session whose lease is lost (taken back, idle) answers requests with the reason for
 // this long, then ends, freeing what it holds for the slices' next holder.
 inline constexpr int64_t kLostLeaseGraceMs = 10 * 1000;
@@ -144,6 +151,14 @@ inline constexpr int64_t kProxyHostBufferMemoryPercent = 50;
 // An upload past that bound waits this long for room before it is refused: the client's
 // deletions travel on the operation stream, and may arrive just after the upload.
 inline constexpr int64_t kBufferRoomWaitMs = 1000;
+// An upload that one device takes whole goes on to its worker as it arrives, and the
+// proxy reads the client's stream at most this far ahead of what the worker took: its
+// memory per upload is this window, not the upload (a 8 GiB device_put held 8 GiB).
+// Several bulk chunks, so the two hops overlap.
+inline constexpr int64_t kUploadWindowBytes = int64_t{64} << 20;
+// How long an upload's stream waits for room in its window (for the request naming it
+// to come, or its worker to take bytes): as long as that request waits for the bytes.
+inline constexpr int64_t kUploadRoomWaitMs = 10 * 60 * 1000;
 // Past two launches, the estimated device time a worker lets queue in its plugin while
 // tenants compete: one whose launch arrives waits behind at most about this much of
 // another's work. (A tenant alone has the whole window.)

@@ -58,6 +58,8 @@ class Fleet {
   // up: the RM's ids are below).
   int32_t NextLaunchId();
   const std::string& rm_address() const { return rm_address_; }
+  // Names this proxy to the RM (random per process).
+  uint64_t proxy_id() const { return proxy_id_; }
   // Numbers a launch of `session` spanning `hosts` in the RM's gang order, which every
   // proxy's multi-host launches share. UNAVAILABLE or FAILED_PRECONDITION when the RM
   // cannot (unreachable, an older RM, no watch open): the caller numbers it itself. After

@@ -23,6 +23,7 @@
 #include "proxy/host_buffer_store.h"
 #include "proxy/host_callbacks.h"
 #include "proxy/ifrt_service.h"
+#include "proxy/rm_report.h"
 #include "proxy/worker_calls.h"
 #include "proxy/worker_connection.h"
 
@@ -46,7 +47,11 @@ class ProxyServerImpl final : public ProxyServer {
               return service->requests() + service->client_bytes_in() + service->client_bytes_out();
             },
             [service = service_.get()] { return service->sessions_ended(); },
-            HeapTrimPolicy::Options{}) {}
+            HeapTrimPolicy::Options{}),
+        reporter_(std::make_unique<RmReporter>(
+            fleet_->rm_address(), fleet_->proxy_id(), server_.address, [service = service_.get()] {
+              return ProxyLoad{service->host_buffer_bytes(), service->sessions()};
+            })) {}
   ~ProxyServerImpl() override {
     Shutdown();
     // Its results go to the fleet's connections: stop it before they go. The fleet's
@@ -126,6 +131,7 @@ class ProxyServerImpl final : public ProxyServer {
   int port() const override { return server_.port; }
 
   void Shutdown() override {
+    reporter_.reset();
     if (server_.server == nullptr) return;
     // Sessions are long streams: cancel them rather than wait for clients to hang up.
     server_.Shutdown(std::chrono::system_clock::now());
@@ -142,7 +148,8 @@ class ProxyServerImpl final : public ProxyServer {
   std::unique_ptr<IfrtService> service_;
   std::unique_ptr<AccessService> access_;  // admits through service_
   StartedServer server_;
-  HeapTrimmer heap_trimmer_;  // reads service_
+  HeapTrimmer heap_trimmer_;              // reads service_
+  std::unique_ptr<RmReporter> reporter_;  // reads service_
   std::unique_ptr<MetricsServer> metrics_;
 };
 

@@ -44,6 +44,9 @@ constexpr char kPage[] = R"html(<!doctype html>
   <th>devices</th><th>held by</th><th>buffers</th><th>buffer MiB</th><th>executables</th>
   <th>executions</th><th>device s</th><th>busy s by device</th></tr></thead><tbody></tbody>
 </table>
+<h2>Processes</h2>
+<table id="processes"><thead><tr><th>process</th><th>address</th><th>pid</th><th>RSS MiB</th>
+  <th>staged MiB</th><th>sessions</th><th>reported</th></tr></thead><tbody></tbody></table>
 <h2>Device time by tenant</h2>
 <table id="tenants"><thead><tr><th>tenant</th><th>device s</th><th>part</th></tr></thead>
   <tbody></tbody></table>
@@ -102,6 +105,14 @@ function render(status) {
     }
   }
   fill("hosts", rows);
+  const mib = bytes => (Number(bytes || 0) / 1048576).toFixed(1);
+  const processes = Number(fleet.rm_pid || 0) ? [row(["resource manager", "", fleet.rm_pid,
+      mib(fleet.rm_resident_bytes), "", "", "now"])] : [];
+  for (const p of fleet.proxies || []) {
+    processes.push(row(["proxy", p.address, p.pid, mib(p.resident_bytes), mib(p.host_buffer_bytes),
+                        p.sessions, Math.floor(Number(p.last_report_age_ms) / 1000) + "s ago"]));
+  }
+  fill("processes", processes);
   for (const s of Object.values(stats)) {
     for (const [t, v] of Object.entries(s.device_seconds || {})) tenants.set(t, (tenants.get(t) || 0) + v);
   }

@@ -1,5 +1,7 @@
 #include "rm/rm_service.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "absl/cleanup/cleanup.h"
@@ -9,6 +11,7 @@
 #include "common/grpc_status.h"
 #include "common/limits.h"
 #include "common/logging.h"
+#include "common/machine_memory.h"
 #include "common/metrics.h"
 #include "common/thread_name.h"
 #include "common/wire_record.h"
@@ -36,7 +39,8 @@ RmService::RmService(const Clock* clock, absl::Duration heartbeat_period, Member
       membership_(options),
       leases_(std::move(lease_options)),
       gangs_(absl::Uniform<uint64_t>(absl::BitGen(), 1, UINT64_MAX),
-             limits::kGangNumbersPerHostMax) {}
+             limits::kGangNumbersPerHostMax),
+      proxies_(absl::Milliseconds(limits::kProxyReportForgetMs), limits::kProxiesReportedMax) {}
 
 RmService::~RmService() { Stop(); }
 
@@ -271,7 +275,7 @@ std::string RmService::RenderStatusJson() {
   LeaseTable leases;
   {
     absl::MutexLock lock(&mutex_);
-    fleet = membership_.Snapshot(clock_->Now());
+    fleet = StatusFleetLocked();
     leases = leases_.Snapshot(clock_->Now());
   }
   // Every healthy host at once, each bounded: a host that hangs costs the page 300 ms.
@@ -339,10 +343,26 @@ Fleet RmService::FleetLocked() {
   return fleet;
 }
 
+Fleet RmService::StatusFleetLocked() {
+  Fleet fleet = FleetLocked();
+  for (ProxyStatus& proxy : proxies_.List(clock_->Now())) *fleet.add_proxies() = std::move(proxy);
+  fleet.set_rm_pid(getpid());
+  fleet.set_rm_resident_bytes(ResidentBytes());
+  return fleet;
+}
+
 grpc::Status RmService::GetFleet(grpc::ServerContext* context, const GetFleetRequest* request,
                                  Fleet* response) {
   absl::MutexLock lock(&mutex_);
-  *response = FleetLocked();
+  *response = StatusFleetLocked();
+  return grpc::Status::OK;
+}
+
+grpc::Status RmService::ReportProxy(grpc::ServerContext* context, const ReportProxyRequest* request,
+                                    ReportProxyResponse* response) {
+  RecordWire("rm_report_proxy", *request);
+  absl::MutexLock lock(&mutex_);
+  proxies_.Report(*request, clock_->Now());
   return grpc::Status::OK;
 }
 

@@ -18,6 +18,7 @@
 #include "rm/kv_store.h"
 #include "rm/leases.h"
 #include "rm/membership.h"
+#include "rm/proxy_reports.h"
 #include "switchyard/rm.grpc.pb.h"
 #include "switchyard/worker.grpc.pb.h"
 
@@ -59,6 +60,8 @@ class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod
                          VoidGangsResponse* response) override;
   grpc::Status GangVoids(grpc::ServerContext* context, const GangVoidsRequest* request,
                          GangVoidsResponse* response) override;
+  grpc::Status ReportProxy(grpc::ServerContext* context, const ReportProxyRequest* request,
+                           ReportProxyResponse* response) override;
 
   // Ends the watches and joins the sweeper thread. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -75,6 +78,8 @@ class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod
   void ConfirmOverdue() ABSL_LOCKS_EXCLUDED(mutex_);
   // The fleet as proxies see it: membership, and the tenants' shares.
   Fleet FleetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // The fleet for people (GetFleet, the dashboard): with the proxies and the RM itself.
+  Fleet StatusFleetLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Places what the queue allows (after any change to leases or the fleet) and logs it.
   void PlaceLeases() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Registers under the lock, evicting `*holder` first if set; on ALREADY_EXISTS sets
@@ -102,6 +107,7 @@ class RmService final : public ::switchyard::ResourceManager::WithCallbackMethod
   // numbers are void once the count falls to 0.
   std::map<uint64_t, int> watching_proxies_ ABSL_GUARDED_BY(mutex_);
   GangNumbers gangs_ ABSL_GUARDED_BY(mutex_);
+  ProxyReports proxies_ ABSL_GUARDED_BY(mutex_);
   absl::Mutex save_mutex_ ABSL_ACQUIRED_BEFORE(mutex_);
   std::string saved_ ABSL_GUARDED_BY(save_mutex_);  // what the file holds
   KvStore kv_;

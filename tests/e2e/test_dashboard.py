@@ -140,6 +140,10 @@ def test_the_dashboard_shows_a_live_cluster_and_a_worker_going_down(spawn, plugi
     page.wait_for("document.getElementById('summary').textContent.includes("
                   "'2 slices, 2 hosts (2 healthy), 4 devices')", "the live cluster")
     assert page.evaluate("document.querySelectorAll('tr[data-health=healthy]').length") == 2
+    # The RM's own memory (no proxy reports here).
+    assert status["fleet"]["rm_pid"] == str(rm.proc.pid), status["fleet"]
+    page.wait_for("document.querySelector('#processes tbody').innerText"
+                  ".includes('resource manager')", "the RM's row")
 
     workers[1].stop(signal.SIGKILL)
     # The same page, not reloaded, turns the host red once the RM declares it dead.

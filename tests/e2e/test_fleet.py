@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import fleet, metric_at, read_line, scrape, start_rm, text_of, wait_until
+from conftest import fleet, metric_at, read_line, scrape, start_rm, tell, text_of, wait_until
 from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -580,3 +580,53 @@ def test_a_watch_of_changes_gets_the_fleet_then_only_the_slices_that_changed(rm,
     whole = next(stub.WatchFleet(rm_pb2.WatchFleetRequest(), timeout=30))
     assert sorted(s.slice_index for s in whole.slices) == [0, 1, 2]
     channel.close()
+
+
+HOLDER = """
+import sys, jax, numpy as np, switchyard
+switchyard.initialize()
+x = jax.device_put(np.ones(1 << 20, np.float32), jax.devices()[0]).block_until_ready()
+print("HOLDING", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_status_shows_what_the_rm_and_each_proxy_hold():
+    def rss(pid: int) -> int:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as cluster:
+        proxy_pid, rm_pid = cluster.child_pid("proxy"), cluster.child_pid("rm")
+        client = subprocess.Popen([sys.executable, "-c", HOLDER], env={**os.environ,
+                                  **cluster.env()}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  text=True)
+        try:
+            assert read_line(client).strip() == "HOLDING"
+            # The proxy reports every 2 s: its session shows within a few reports.
+            def one_session():
+                now = fleet(cluster.rm_address)
+                proxies = now.get("proxies", [])
+                return len(proxies) == 1 and int(proxies[0]["sessions"]) == 1 and now
+
+            f = wait_until(one_session, 15, "the proxy's report of its session")
+            [proxy] = f["proxies"]
+            assert int(proxy["pid"]) == proxy_pid, proxy
+            assert abs(int(proxy["resident_bytes"]) - rss(proxy_pid)) < 64 << 20, proxy
+            assert int(proxy["host_buffer_bytes"]) >= 0 and proxy["hostname"], proxy
+            assert int(f["rm_pid"]) == rm_pid
+            assert abs(int(f["rm_resident_bytes"]) - rss(rm_pid)) < 64 << 20, f
+            table = subprocess.run([switchyard.find_binary(), "status",
+                                    f"--resource_manager_address={cluster.rm_address}"],
+                                   check=True, capture_output=True, text=True).stdout
+            rows = {line.split()[0]: line.split() for line in table.splitlines()
+                    if line.startswith(("resource-manager ", "proxy "))}
+            assert rows["resource-manager"][2] == str(rm_pid), table
+            assert rows["proxy"][2] == str(proxy_pid), table
+            assert re.fullmatch(r"\d+M|\d+\.\dG", rows["proxy"][3]), table
+            assert rows["proxy"][5] == "1", table  # its session
+        finally:
+            tell(client, "done")
+            client.wait(timeout=60)
+        wait_until(lambda: int(fleet(cluster.rm_address)["proxies"][0]["sessions"]) == 0, 15,
+                   "the proxy's report that the session ended")

@@ -1,7 +1,7 @@
 // What the resource manager decodes: worker registrations, heartbeats, key-value puts
-// and gets, gang numbering (from any process that reaches its port) and its own state file
-// (from disk, after a crash mid-anything). Input: one selector byte, then the message. The
-// membership persists across inputs (a registration is followed by others), and is exported and
+// and gets, gang numbering, proxies' reports (from any process that reaches its port) and its own
+// state file (from disk, after a crash mid-anything). Input: one selector byte, then the message.
+// The membership persists across inputs (a registration is followed by others), and is exported and
 // restored as the RM's state file is.
 
 #include <algorithm>
@@ -16,6 +16,7 @@
 #include "rm/gang_numbers.h"
 #include "rm/kv_store.h"
 #include "rm/membership.h"
+#include "rm/proxy_reports.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ struct World {
   std::unique_ptr<Membership> membership = std::make_unique<Membership>(absl::Seconds(2));
   switchyard::rm::KvStore kv;
   switchyard::rm::GangNumbers gangs{1, 64};
+  switchyard::rm::ProxyReports proxies{absl::Seconds(10), 4};
   absl::Time now = absl::UnixEpoch() + absl::Hours(1);
   uint64_t incarnation = 0;
 };
@@ -45,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   world.now += absl::Milliseconds(data[0]);
   const uint8_t* body = data + 1;
   const int body_size = static_cast<int>(size - 1);
-  switch (data[0] % 6) {
+  switch (data[0] % 7) {
     case 0: {
       switchyard::RegisterWorkerRequest request;
       if (!request.ParseFromArray(body, body_size)) return -1;
@@ -97,6 +99,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       if (request.session() % 3 == 0) gangs.SessionEnded(request.proxy(), request.session());
       if (request.session() % 5 == 0) gangs.ProxyGone(request.proxy());
+      break;
+    }
+    case 6: {
+      switchyard::ReportProxyRequest request;
+      if (!request.ParseFromArray(body, body_size)) return -1;
+      world.proxies.Report(request, world.now);
+      (void)world.proxies.List(world.now);
       break;
     }
     case 3: {

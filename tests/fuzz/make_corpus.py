@@ -48,7 +48,8 @@ TARGETS = {
     "fuzz_worker": {"worker_dispatch": selector(0), "worker_compile": selector(1),
                     "worker_put_header": put_header},
     "fuzz_rm": {"rm_register": selector(0), "rm_heartbeat": selector(1), "rm_kv_put": selector(2),
-                "rm_state": selector(3), "rm_kv_get": selector(4)},
+                "rm_state": selector(3), "rm_kv_get": selector(4),
+                "rm_report_proxy": selector(6)},
 }
 # Keeps the repository small: the smallest samples first, up to this many bytes a target.
 BYTES_PER_TARGET = 3 << 20
