@@ -235,9 +235,10 @@ absl::Status Server::Send(int fd, const Source& source, const Request& request) 
     absl::Status status;
     for (uint64_t done = 0; done < request.length && status.ok();) {
       const uint64_t n = std::min<uint64_t>(limits::kBulkChunkBytes, request.length - done);
-      status = source.Await(static_cast<int64_t>(request.offset + done + n));
-      if (status.ok())
-        status = WriteAll(fd, absl::string_view(whole.data() + request.offset + done, n));
+      const auto offset = static_cast<int64_t>(request.offset + done);
+      status = source.Await(offset + static_cast<int64_t>(n));
+      if (status.ok()) status = WriteAll(fd, absl::string_view(whole.data() + offset, n));
+      if (status.ok()) source.Sent(offset, offset + static_cast<int64_t>(n));
       done += n;
     }
     return status;
@@ -246,9 +247,10 @@ absl::Status Server::Send(int fd, const Source& source, const Request& request) 
   absl::Status status;
   for (uint64_t done = 0; done < request.length && status.ok();) {
     const size_t n = std::min<uint64_t>(staging->size(), request.length - done);
-    status = source.Read(static_cast<int64_t>(request.offset + done),
-                         absl::MakeSpan(staging->data(), n));
+    const auto offset = static_cast<int64_t>(request.offset + done);
+    status = source.Read(offset, absl::MakeSpan(staging->data(), n));
     if (status.ok()) status = WriteAll(fd, absl::string_view(staging->data(), n));
+    if (status.ok()) source.Sent(offset, offset + static_cast<int64_t>(n));
     done += n;
   }
   Return(std::move(staging));

@@ -29,6 +29,9 @@ class Source {
   // its first `end` bytes are in place, or why they will not come (which ends the
   // transfer). Sources whose bytes are all there keep this.
   virtual absl::Status Await(int64_t end) const { return absl::OkStatus(); }
+  // The bytes [offset, end) went out to the reader (they are in the socket's hands): a
+  // source streamed through a window may let them go.
+  virtual void Sent(int64_t offset, int64_t end) const {}
 };
 
 class Tickets {

@@ -104,6 +104,30 @@ HostBytes::HostBytes(size_t size) : size_(size), data_(nullptr) {
   data_ = static_cast<char*>(::operator new(size == 0 ? 1 : size, std::align_val_t(kAlignment)));
 }
 
+void HostBytes::DropPages(size_t offset, size_t length) {
+  if (mapping_ == nullptr || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto start = reinterpret_cast<uintptr_t>(data_ + offset);
+  const uintptr_t first = (start + page - 1) / page * page;
+  const uintptr_t end = (start + length) / page * page;
+  if (end > first) (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
+bool HostBytes::MovePages(size_t from, size_t to, size_t length) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  if (mapping_ == nullptr || length == 0 || from % page != 0 || to % page != 0 ||
+      length % page != 0 || reinterpret_cast<uintptr_t>(data_) % page != 0 ||
+      from + length > size_ || to + length > size_ || (from < to + length && to < from + length)) {
+    return false;
+  }
+  // MREMAP_DONTUNMAP leaves the source mapped (reading as zero): the buffer has no hole
+  // another mapping could land in.
+  void* moved = mremap(data_ + from, length, length,
+                       MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP, data_ + to);
+  return moved != MAP_FAILED;
+}
+
 size_t HostBytes::KeptBytes() { return KeptMappings::Get().bytes(); }
 
 absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {

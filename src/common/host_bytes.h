@@ -41,6 +41,19 @@ class HostBytes {
   // Bytes of freed buffers kept for reuse, process-wide.
   static size_t KeptBytes();
 
+  // Gives the pages wholly inside [offset, offset + length) back to the kernel now: a
+  // buffer streamed through (an upload forwarded as it arrives) holds only its window.
+  // They read as zero afterwards. Only for a large buffer with a mapping of its own; a
+  // no-op for others.
+  void DropPages(size_t offset, size_t length);
+  // Moves the pages of [from, from + length) to [to, to + length), which must not
+  // overlap, without copying or faulting: the source reads as zero afterwards, the
+  // destination holds what the source held. A window streamed through a large buffer
+  // reuses its pages ahead of the writer this way instead of faulting in fresh ones
+  // (which cost a third of an upload's speed). Page-aligned, within the buffer, its own
+  // mapping; false when it cannot (nothing moved: then `DropPages`).
+  bool MovePages(size_t from, size_t to, size_t length);
+
   char* data() { return data_; }
   const char* data() const { return data_; }
   size_t size() const { return size_; }

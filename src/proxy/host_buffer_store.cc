@@ -14,6 +14,9 @@ namespace switchyard::proxy {
 namespace {
 
 constexpr absl::Duration kCancelPoll = absl::Milliseconds(100);
+// A windowed buffer gives its pages back (moves them ahead) in steps of this many
+// bytes: whole huge pages, and few enough steps that its mapping stays a few areas.
+constexpr int64_t kDropGrain = 8 << 20;
 
 }  // namespace
 
@@ -45,6 +48,7 @@ absl::Status HostBuffer::Append(absl::string_view bytes) {
   std::memcpy(bytes_->data() + arrived_, bytes.data(), bytes.size());
   CountCopied(bytes.size());
   arrived_ += bytes.size();
+  if (consumed_ && windowed()) DropLocked(arrived_);
   return absl::OkStatus();
 }
 
@@ -60,6 +64,7 @@ absl::Status HostBuffer::Arrived(int64_t bytes) {
     return absl::DataLossError("host buffer larger than its declared buffer_size");
   }
   arrived_ = bytes;
+  if (consumed_ && windowed()) DropLocked(arrived_);
   return absl::OkStatus();
 }
 
@@ -99,8 +104,95 @@ HostBufferWaits CurrentHostBufferWaits() {
 
 absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time deadline,
                                                       const CancelledFn& cancelled) const {
-  if (size_ >= 0) bytes = std::min(bytes, size_);
   absl::MutexLock lock(&mutex_);
+  if (windowed()) {
+    if (dropped_ > 0) {
+      return absl::FailedPreconditionError(
+          "this upload was streamed on to a worker as it arrived; its start is no longer held");
+    }
+    whole_ = true;  // the writer may go on: every byte is kept from now
+  }
+  return WaitLocked(bytes, deadline, cancelled);
+}
+
+absl::StatusOr<absl::string_view> HostBuffer::StreamFor(int64_t bytes, absl::Time deadline,
+                                                        const CancelledFn& cancelled) const {
+  absl::MutexLock lock(&mutex_);
+  return WaitLocked(bytes, deadline, cancelled);
+}
+
+absl::Status HostBuffer::Completion() const {
+  absl::MutexLock lock(&mutex_);
+  if (!finished_) return absl::UnavailableError("host buffer still arriving");
+  return status_;
+}
+
+void HostBuffer::SetWindow(int64_t window) {
+  absl::MutexLock lock(&mutex_);
+  if (arrived_ == 0 && !finished_ && bytes_ != nullptr && window < size_) window_ = window;
+}
+
+absl::Status HostBuffer::WaitRoom(int64_t end, absl::Time deadline, const CancelledFn& cancelled) {
+  absl::MutexLock lock(&mutex_);
+  auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
+    return !windowed() || consumed_ || finished_ || end - sent_prefix_ <= window_ ||
+           arrived_ <= sent_prefix_;
+  };
+  while (!room()) {
+    if (cancelled && cancelled()) return absl::CancelledError("the client went away");
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::NotFoundError(
+          absl::StrCat("no reader took host buffer bytes past ", sent_prefix_, " of ", size_));
+    }
+    mutex_.AwaitWithTimeout(absl::Condition(&room), std::min(left, kCancelPoll));
+  }
+  return absl::OkStatus();
+}
+
+void HostBuffer::Sent(int64_t offset, int64_t end) const {
+  absl::MutexLock lock(&mutex_);
+  if (!windowed() || end <= sent_prefix_) return;
+  int64_t& known = sent_[offset];
+  known = std::max(known, end);
+  for (auto it = sent_.begin(); it != sent_.end() && it->first <= sent_prefix_;) {
+    sent_prefix_ = std::max(sent_prefix_, it->second);
+    it = sent_.erase(it);
+  }
+  DropLocked(sent_prefix_);
+}
+
+bool HostBuffer::dropped_any() const {
+  absl::MutexLock lock(&mutex_);
+  return dropped_ > 0;
+}
+
+void HostBuffer::Consumed() const {
+  absl::MutexLock lock(&mutex_);
+  if (!windowed()) return;
+  consumed_ = true;
+  DropLocked(arrived_);
+}
+
+void HostBuffer::DropLocked(int64_t upto) const {
+  const int64_t grain_end = upto / kDropGrain * kDropGrain;
+  if (bytes_ == nullptr || grain_end <= dropped_) return;
+  const int64_t length = grain_end - dropped_;
+  // Ahead of the writer (it writes under this lock, past `arrived_`), where no one reads.
+  const int64_t to = std::max(recycled_to_, (arrived_ + kDropGrain - 1) / kDropGrain * kDropGrain);
+  if (to + length <= size_ &&
+      bytes_->MovePages(static_cast<size_t>(dropped_), static_cast<size_t>(to),
+                        static_cast<size_t>(length))) {
+    recycled_to_ = to + length;
+  } else {
+    bytes_->DropPages(static_cast<size_t>(dropped_), static_cast<size_t>(length));
+  }
+  dropped_ = grain_end;
+}
+
+absl::StatusOr<absl::string_view> HostBuffer::WaitLocked(int64_t bytes, absl::Time deadline,
+                                                         const CancelledFn& cancelled) const {
+  if (size_ >= 0) bytes = std::min(bytes, size_);
   const bool sized_by_fill = bytes == kWholeFill;
   auto ready = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
     return (arrived_ >= bytes && bytes_ != nullptr) || finished_;
@@ -244,7 +336,7 @@ absl::StatusOr<std::shared_ptr<const HostBuffer>> HostBufferStore::Lookup(
   }
 }
 
-absl::Status HostBufferStore::Delete(uint64_t handle) {
+absl::Status HostBufferStore::Claim(uint64_t handle) {
   absl::MutexLock lock(&mutex_);
   auto it = buffers_.find(handle);
   if (it == buffers_.end()) {
@@ -254,6 +346,17 @@ absl::Status HostBufferStore::Delete(uint64_t handle) {
   if (budget_ != nullptr) budget_->Give(it->second->size());
   buffers_.erase(it);
   return absl::OkStatus();
+}
+
+absl::Status HostBufferStore::Delete(uint64_t handle) {
+  std::shared_ptr<HostBuffer> buffer;
+  {
+    absl::MutexLock lock(&mutex_);
+    auto it = buffers_.find(handle);
+    if (it != buffers_.end()) buffer = it->second;
+  }
+  if (buffer != nullptr) buffer->Consumed();  // a writer held by its window goes on
+  return Claim(handle);
 }
 
 void HostBufferStore::Shutdown() {

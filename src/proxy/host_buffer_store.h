@@ -64,6 +64,7 @@ class HostBuffer {
 
   // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND
   // past `deadline`, CANCELLED if `cancelled()`, the upload's error if it failed.
+  // Closes the window (below) for good: FAILED_PRECONDITION if its start was dropped.
   absl::StatusOr<absl::string_view> WaitFor(int64_t bytes, absl::Time deadline,
                                             const CancelledFn& cancelled = nullptr) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -72,9 +73,42 @@ class HostBuffer {
                                             const CancelledFn& cancelled = nullptr) const {
     return WaitFor(size_ < 0 ? kWholeFill : size_, deadline, cancelled);
   }
+  // Once the writer has finished: OK if every byte came, else why not. UNAVAILABLE before.
+  absl::Status Completion() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+  // A window (an upload larger than `window`; set before its first byte): the writer
+  // keeps at most `window` bytes ahead of what its one streaming reader passed on
+  // (`Sent`), whose pages are given back, so the proxy holds a window of the upload,
+  // not all of it. The window closes for good (the writer goes on unbounded) once a
+  // reader asks with `WaitFor`, which needs the whole buffer (a split or replicated
+  // array), and opens wide (what still arrives is dropped) once `Consumed` says no
+  // reader is left.
+  void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
+  // For the writer, before it writes the bytes up to `end`: waits for room in the
+  // window (always there when nothing is outstanding). NOT_FOUND past `deadline`,
+  // CANCELLED if `cancelled()`.
+  absl::Status WaitRoom(int64_t end, absl::Time deadline, const CancelledFn& cancelled = nullptr)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // For the one reader streaming the buffer on: `WaitFor` leaving the window open.
+  absl::StatusOr<absl::string_view> StreamFor(int64_t bytes, absl::Time deadline,
+                                              const CancelledFn& cancelled = nullptr) const
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  // That reader passed on the bytes [offset, end); those before the first byte not
+  // passed on are no longer held. A no-op without a window.
+  void Sent(int64_t offset, int64_t end) const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Whether some of its start is no longer held (it cannot be read again from byte 0).
+  bool dropped_any() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // No reader is left: with the window open, what still arrives is dropped.
+  void Consumed() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
   static constexpr int64_t kWholeFill = std::numeric_limits<int64_t>::max();
+  absl::StatusOr<absl::string_view> WaitLocked(int64_t bytes, absl::Time deadline,
+                                               const CancelledFn& cancelled) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  // Gives back the pages before `upto` (in whole grains) of a windowed buffer.
+  void DropLocked(int64_t upto) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  bool windowed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) { return window_ > 0 && !whole_; }
   const int64_t size_;
   mutable absl::Mutex mutex_;
   // An upload written in place as it arrives (only the first `arrived_` bytes are
@@ -83,6 +117,15 @@ class HostBuffer {
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
+  // The window (see SetWindow); readers change it, hence mutable.
+  int64_t window_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable bool whole_ ABSL_GUARDED_BY(mutex_) = false;
+  mutable bool consumed_ ABSL_GUARDED_BY(mutex_) = false;
+  mutable std::map<int64_t, int64_t> sent_
+      ABSL_GUARDED_BY(mutex_);  // offset -> end, past sent_prefix_
+  mutable int64_t sent_prefix_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable int64_t dropped_ ABSL_GUARDED_BY(mutex_) = 0;      // pages before it given back
+  mutable int64_t recycled_to_ ABSL_GUARDED_BY(mutex_) = 0;  // pages moved ahead end here
 };
 
 // The bytes of host buffers all sessions of one proxy may hold at once, so that clients
@@ -146,8 +189,12 @@ class HostBufferStore {
   absl::StatusOr<std::shared_ptr<const HostBuffer>> Lookup(uint64_t handle, absl::Duration timeout,
                                                            const CancelledFn& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
-  // NOT_FOUND for an unknown handle.
+  // NOT_FOUND for an unknown handle. No one will read it: an upload still arriving
+  // drops the rest (HostBuffer::Consumed).
   absl::Status Delete(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Takes a buffer out of the store for the request that names it (its reader, which
+  // looked it up and holds it from now); NOT_FOUND for an unknown handle.
+  absl::Status Claim(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
   // Wakes every waiter; later stores fail.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mutex_);
 

@@ -406,16 +406,24 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
   // the rest arrives.
   auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
+  // Read no further ahead of the worker than the window (its reader may stream it on).
+  (*buffer)->SetWindow(limits::kUploadWindowBytes);
+  auto cancelled = [context] { return context->IsCancelled(); };
   absl::Status received;
   grpc::ByteBuffer chunk;
+  int64_t arrived = 0;
   while (received.ok() && stream->Read(&chunk)) {
+    received =
+        (*buffer)->WaitRoom(arrived + static_cast<int64_t>(chunk.Length()),
+                            absl::Now() + absl::Milliseconds(limits::kUploadRoomWaitMs), cancelled);
     int64_t bytes = 0;
-    received = proxy::AppendStoreChunk(chunk, **buffer, &bytes);
+    if (received.ok()) received = proxy::AppendStoreChunk(chunk, **buffer, &bytes);
+    arrived += bytes;
     client_bytes_in_ += bytes;
     CountCopied(bytes);  // the kernel's (then Append's)
   }
   (*buffer)->Finish(received);
-  absl::Status complete = (*buffer)->WaitAll(absl::Now()).status();
+  absl::Status complete = (*buffer)->Completion();
   if (!complete.ok()) {
     (void)(*store)->Delete(metadata.handle());
     return ToGrpcStatus(

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/element_type.h"
@@ -104,6 +105,17 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     return absl::InvalidArgumentError(
         absl::StrCat("arrays of dtype ", DType_Name(dtype), " cannot be made from host data"));
   }
+  // One device holding the whole array streams the upload on as it arrives, and the
+  // proxy holds only a window of it (HostBuffer::SetWindow); split or replicated
+  // arrays read it all at once.
+  int64_t holders = 0;
+  bool all_whole = byte_strides.empty();
+  for (size_t i = 0; i < sharding.devices.size(); ++i) {
+    if (!layout.holds[i]) continue;
+    ++holders;
+    all_whole = all_whole && layout.domains[i].shape() == shape;
+  }
+  const HostBuffer* streamed = holders == 1 && all_whole ? &host : nullptr;
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];
@@ -127,10 +139,12 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
       SY_ASSIGN_OR_RETURN(epoch, PutBuffer(
                                      worker, id, device, dtype, shape, host.size(), memory_kind,
                                      [&](int64_t bytes) {
-                                       return host.WaitFor(bytes, absl::Now() + kHostBufferWait,
-                                                           cancelled_);
+                                       const absl::Time deadline = absl::Now() + kHostBufferWait;
+                                       return streamed != nullptr
+                                                  ? host.StreamFor(bytes, deadline, cancelled_)
+                                                  : host.WaitFor(bytes, deadline, cancelled_);
                                      },
-                                     PutPlane{policy_.upload_plane, host_buffer}));
+                                     PutPlane{policy_.upload_plane, host_buffer, streamed}));
     } else {
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
@@ -263,7 +277,9 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
   }
   SY_ASSIGN_OR_RETURN(auto host,
                       ArrivedUpload(*host_buffers_, request.host_buffer_handle(), cancelled_));
-  (void)host_buffers_->Delete(request.host_buffer_handle());
+  (void)host_buffers_->Claim(request.host_buffer_handle());
+  // Whatever comes of the request, nothing reads the upload after it.
+  absl::Cleanup consumed = [&host] { host->Consumed(); };
   std::vector<int64_t> strides =
       DropDenseStrides(Strides(request.has_byte_strides(), request.byte_strides()), *shape,
                        HostElementBytes(*dtype));
@@ -323,7 +339,8 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       const auto& buffer = spec.host_buffers(b);
       SY_ASSIGN_OR_RETURN(auto host,
                           ArrivedUpload(*host_buffers_, buffer.host_buffer_handle(), cancelled_));
-      (void)host_buffers_->Delete(buffer.host_buffer_handle());
+      (void)host_buffers_->Claim(buffer.host_buffer_handle());
+      absl::Cleanup consumed = [&host] { host->Consumed(); };
       SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shard_shape, FromShapeProto(buffer.shape()));
       IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
       SY_ASSIGN_OR_RETURN(absl::string_view all,

@@ -1,8 +1,8 @@
 #include "proxy/worker_calls.h"
 
-#include <cstring>
-
 #include <algorithm>
+#include <atomic>
+#include <cstring>
 #include <optional>
 
 #include "absl/cleanup/cleanup.h"
@@ -40,11 +40,14 @@ uint64_t NewWorkerObjectId() {
 namespace {
 
 // A put's bytes offered on the data plane while they may still be arriving from the
-// client: the plane sends each chunk once `Arrived` says it is in place.
+// client: the plane sends each chunk once it is in place. Either `Arrived` says how far
+// they are, or, for an upload read straight from its buffer (`streamed`), the buffer
+// does, and hears which bytes went on (its window moves with them).
 class ArrivingBytes final : public bulk::Source {
  public:
-  ArrivingBytes(absl::Span<const char> memory, std::shared_ptr<const void> owner)
-      : memory_(memory), owner_(std::move(owner)) {}
+  ArrivingBytes(absl::Span<const char> memory, std::shared_ptr<const void> owner,
+                const HostBuffer* streamed)
+      : memory_(memory), owner_(std::move(owner)), streamed_(streamed) {}
   int64_t size() const override { return static_cast<int64_t>(memory_.size()); }
   absl::Span<const char> Contiguous() const override { return memory_; }
   absl::Status Read(int64_t offset, absl::Span<char> out) const override {
@@ -54,6 +57,13 @@ class ArrivingBytes final : public bulk::Source {
     return absl::OkStatus();
   }
   absl::Status Await(int64_t end) const override ABSL_LOCKS_EXCLUDED(mutex_) {
+    if (streamed_ != nullptr) {
+      // As long as the puller waits for a byte: past that it has given up.
+      absl::StatusOr<absl::string_view> there =
+          streamed_->StreamFor(end, absl::Now() + absl::Seconds(limits::kBulkUploadIdleS),
+                               [this] { return stopped_.load(); });
+      return there.status();
+    }
     absl::MutexLock lock(&mutex_);
     const auto there = [this, end]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_) {
       return arrived_ >= end || !failed_.ok();
@@ -65,11 +75,15 @@ class ArrivingBytes final : public bulk::Source {
     }
     return arrived_ >= end ? absl::OkStatus() : failed_;
   }
+  void Sent(int64_t offset, int64_t end) const override {
+    if (streamed_ != nullptr) streamed_->Sent(offset, end);
+  }
   void Arrived(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
     arrived_ = bytes;
   }
   void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_) {
+    stopped_ = true;
     absl::MutexLock lock(&mutex_);
     if (failed_.ok()) failed_ = std::move(status);
   }
@@ -77,6 +91,8 @@ class ArrivingBytes final : public bulk::Source {
  private:
   const absl::Span<const char> memory_;
   const std::shared_ptr<const void> owner_;  // keeps `memory_` while the plane reads it
+  const HostBuffer* const streamed_;         // kept by `owner_`
+  std::atomic<bool> stopped_{false};
   mutable absl::Mutex mutex_;
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mutex_);
@@ -109,8 +125,8 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
   const int64_t size = static_cast<int64_t>(header.size_bytes());
   int64_t arrived = std::min<int64_t>(limits::kBulkChunkBytes, size);
   SY_ASSIGN_OR_RETURN(absl::string_view first, prefix(arrived));
-  auto source =
-      std::make_shared<ArrivingBytes>(absl::MakeConstSpan(first.data(), size), plane.owner);
+  auto source = std::make_shared<ArrivingBytes>(absl::MakeConstSpan(first.data(), size),
+                                                plane.owner, plane.streamed);
   source->Arrived(arrived);
   absl::StatusOr<bulk::Ticket> ticket = plane.server->Offer(source);
   if (!ticket.ok()) {
@@ -135,7 +151,8 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
   chunk.mutable_offer()->set_ticket(std::string(bulk::TicketBytes(*ticket)));
   chunk.mutable_offer()->set_address(plane.server->address());
   if (writer->Write(chunk)) writer->WritesDone();  // else the status below says why
-  while (arrived < size) {
+  // A streamed upload's bytes reach the plane by themselves; others are handed on here.
+  while (plane.streamed == nullptr && arrived < size) {
     const int64_t next = std::min<int64_t>(arrived + limits::kBulkChunkBytes, size);
     absl::StatusOr<absl::string_view> there = prefix(next);
     if (!there.ok()) {
@@ -148,7 +165,19 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
     source->Arrived(arrived = next);
   }
   absl::Status status = FromGrpcStatus(writer->Finish());
+  if (!status.ok() && plane.streamed != nullptr) {
+    // The client's upload failed (or its session ended): the worker is not at fault.
+    if (absl::Status upload = plane.streamed->Completion();
+        !upload.ok() && !absl::IsUnavailable(upload)) {
+      return upload;
+    }
+  }
   if (!status.ok()) return worker->CallFailed(call->epoch, status);
+  if (response.send_inline() && plane.streamed != nullptr && plane.streamed->dropped_any()) {
+    return absl::DataLossError(
+        "the worker took part of a streamed upload over the data plane and then asked for "
+        "it over gRPC; the proxy no longer holds its start");
+  }
   if (response.send_inline()) {
     if (response.unreachable() && worker->MarkPutsUnreachable()) {
       SY_LOG(Warning) << "puts to worker " << worker->address()
@@ -165,7 +194,7 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
 
 // The put over gRPC, each chunk sent once it is there.
 absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader& header,
-                                   const BytePrefix& prefix) {
+                                   const BytePrefix& prefix, const HostBuffer* streamed) {
   // Arrays the client freed go first: the worker may need their room for this one.
   worker->SendDeletes();
   const int64_t size = static_cast<int64_t>(header.size_bytes());
@@ -189,6 +218,7 @@ absl::StatusOr<uint64_t> PutInline(WorkerConnection* worker, const BufferHeader&
     chunk.set_data(arrived->data() + offset, n);
     if (!writer->Write(chunk)) break;  // the status below says why
     CountCopied(n, 3);                 // into the message, serialized, the kernel's
+    if (streamed != nullptr) streamed->Sent(offset, offset + n);  // the message has a copy
     chunk.clear_header();
     offset += n;
   } while (offset < size);
@@ -227,7 +257,7 @@ absl::StatusOr<uint64_t> PutBuffer(WorkerConnection* worker, uint64_t buffer_id,
     if (epoch.ok() || !epoch.status().GetPayload(kInlineAgain).has_value()) return epoch;
     ++BufferWrites().fallbacks;
   }
-  return PutInline(worker, header, prefix);
+  return PutInline(worker, header, prefix, plane.streamed);
 }
 
 namespace {

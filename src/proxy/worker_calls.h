@@ -39,6 +39,10 @@ using BytePrefix = std::function<absl::StatusOr<absl::string_view>(int64_t bytes
 struct PutPlane {
   bulk::Server* server = nullptr;
   std::shared_ptr<const void> owner;
+  // An upload streamed through in its window (HostBuffer::SetWindow), which `owner`
+  // keeps: the plane reads it straight from the buffer, and the put, either way, tells
+  // the buffer which bytes went on. `prefix` then reads it with `StreamFor`.
+  const HostBuffer* streamed = nullptr;
 };
 
 // Puts a buffer; returns the epoch it was made in.

@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import switchyard
 
 MIB = 1 << 20
@@ -63,3 +65,43 @@ def test_rounds_of_many_small_arrays_give_their_memory_back():
             worker_now = settles_below(worker, worker_after_first + 48 * MIB)
             assert worker_now <= worker_after_first + 48 * MIB, (round_, worker_after_first,
                                                                   worker_now)
+
+
+UPLOADER = """
+import numpy as np, jax, jax.numpy as jnp, switchyard
+switchyard.initialize()
+a = np.arange(SIZE, dtype=np.uint8)
+x = jax.device_put(a, jax.devices()[0])
+total = int(jax.jit(lambda v: jnp.sum(v, dtype=jnp.uint32))(x))
+assert total == int(a.sum(dtype=np.uint32)), total
+print("UPLOADED", flush=True)
+switchyard.shutdown()
+"""
+
+
+def peak_rss_since_reset(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
+@pytest.mark.parametrize("plane", ["bulk", "grpc"])
+def test_an_upload_passes_through_the_proxy_in_a_window(plane):
+    """A 1 GiB device_put to one device goes on to its worker as it arrives: the proxy's
+    peak RSS stays within 512 MiB of where it was (it held the whole upload, and more,
+    before), over the data plane and over gRPC alike."""
+    size = 1 << 30
+    flags = () if plane == "bulk" else ("--bulk_transfers=false",)
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
+        proxy = cluster.child_pid("proxy")
+        idle = rss(proxy)
+        with open(f"/proc/{proxy}/clear_refs", "w") as f:
+            f.write("5")  # the peak starts again from now
+        out = subprocess.run([sys.executable, "-c", UPLOADER.replace("SIZE", str(size))],
+                             env={**os.environ, **cluster.env()}, capture_output=True, text=True,
+                             timeout=600)
+        assert "UPLOADED" in out.stdout, out.stderr[-3000:]
+        peak = peak_rss_since_reset(proxy)
+        assert peak <= idle + 512 * MIB, (plane, idle // MIB, peak // MIB)

@@ -214,5 +214,105 @@ TEST(HostBufferStoreTest, BoundsComeFromTheFlagsElseFromTheMemory) {
   EXPECT_EQ(unknown.proxy_max_bytes, 0);
 }
 
+// A windowed upload: 16 MiB through a 4 MiB window, as ServeStore writes it.
+constexpr int64_t kMiB = 1 << 20;
+
+std::shared_ptr<HostBuffer> Windowed(HostBufferStore& store, uint64_t handle) {
+  auto buffer = store.Begin(handle, 16 * kMiB);
+  EXPECT_TRUE(buffer.ok());
+  (*buffer)->SetWindow(4 * kMiB);
+  return *buffer;
+}
+
+// Writes `chunks` chunks of 1 MiB of byte `fill`, each after room for it; the status of
+// the first that fails.
+absl::Status WriteChunks(HostBuffer& buffer, int64_t from, int64_t chunks, char fill,
+                         absl::Duration wait = absl::Seconds(10)) {
+  const std::string chunk(kMiB, fill);
+  for (int64_t i = 0; i < chunks; ++i) {
+    const int64_t end = (from + i + 1) * kMiB;
+    if (absl::Status room = buffer.WaitRoom(end, absl::Now() + wait); !room.ok()) return room;
+    if (absl::Status appended = buffer.Append(chunk); !appended.ok()) return appended;
+  }
+  return absl::OkStatus();
+}
+
+TEST(HostBufferWindowTest, TheWriterStaysAWindowAheadOfWhatWasSentOn) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  ASSERT_TRUE(WriteChunks(*buffer, 0, 4, 'a').ok());
+  // A fifth chunk finds no room until the reader sent some on.
+  EXPECT_EQ(WriteChunks(*buffer, 4, 1, 'a', absl::Milliseconds(50)).code(),
+            absl::StatusCode::kNotFound);
+  std::thread writer([&] { EXPECT_TRUE(WriteChunks(*buffer, 4, 12, 'b').ok()); });
+  int64_t sent = 0;
+  while (sent < 16 * kMiB) {
+    absl::StatusOr<absl::string_view> there =
+        buffer->StreamFor(sent + kMiB, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(there.ok()) << there.status();
+    EXPECT_EQ((*there)[sent], sent < 4 * kMiB ? 'a' : 'b');
+    buffer->Sent(sent, sent + kMiB);
+    sent += kMiB;
+  }
+  writer.join();
+  buffer->Finish();
+  EXPECT_TRUE(buffer->Completion().ok());
+  EXPECT_TRUE(buffer->dropped_any());
+  // Its pages were given back: the start reads as zero now, and cannot be read whole.
+  EXPECT_EQ((*buffer->StreamFor(1, absl::Now()))[0], '\0');
+  EXPECT_EQ(buffer->WaitAll(absl::Now()).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(HostBufferWindowTest, BytesSentOutOfOrderCountOnceTheGapBeforeThemIsSent) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  ASSERT_TRUE(WriteChunks(*buffer, 0, 4, 'a').ok());
+  buffer->Sent(2 * kMiB, 4 * kMiB);  // a later range first, as parallel pulls do
+  EXPECT_EQ(buffer->WaitRoom(5 * kMiB, absl::Now()).code(), absl::StatusCode::kNotFound);
+  buffer->Sent(0, 2 * kMiB);
+  EXPECT_TRUE(buffer->WaitRoom(8 * kMiB, absl::Now()).ok());
+}
+
+TEST(HostBufferWindowTest, AReaderOfTheWholeBufferClosesTheWindow) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  std::thread writer([&] { EXPECT_TRUE(WriteChunks(*buffer, 0, 16, 'c').ok()); });
+  absl::StatusOr<absl::string_view> all =
+      buffer->WaitFor(16 * kMiB, absl::Now() + absl::Seconds(10));
+  writer.join();
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(*all, std::string(16 * kMiB, 'c'));
+  buffer->Sent(0, 16 * kMiB);  // closed for good: nothing is given back
+  EXPECT_FALSE(buffer->dropped_any());
+}
+
+TEST(HostBufferWindowTest, WithNoReaderLeftTheRestIsDropped) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  ASSERT_TRUE(WriteChunks(*buffer, 0, 4, 'd').ok());
+  buffer->Consumed();  // the request failed, or its put ended
+  ASSERT_TRUE(WriteChunks(*buffer, 4, 12, 'd', absl::ZeroDuration()).ok());
+  buffer->Finish();
+  EXPECT_TRUE(buffer->Completion().ok());
+  // So does a client's delete of an upload no request took.
+  std::shared_ptr<HostBuffer> other = Windowed(store, 2);
+  ASSERT_TRUE(WriteChunks(*other, 0, 4, 'e').ok());
+  ASSERT_TRUE(store.Delete(2).ok());
+  EXPECT_TRUE(WriteChunks(*other, 4, 12, 'e', absl::ZeroDuration()).ok());
+}
+
+TEST(HostBufferWindowTest, TheWriterStopsWhenItsClientGoes) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  ASSERT_TRUE(WriteChunks(*buffer, 0, 4, 'f').ok());
+  EXPECT_EQ(buffer->WaitRoom(5 * kMiB, absl::Now() + absl::Seconds(10), [] { return true; }).code(),
+            absl::StatusCode::kCancelled);
+  // A small upload has no window: it is held whole.
+  auto small = store.Begin(2, 2 * kMiB);
+  ASSERT_TRUE(small.ok());
+  (*small)->SetWindow(4 * kMiB);
+  EXPECT_TRUE(WriteChunks(**small, 0, 2, 'g', absl::ZeroDuration()).ok());
+}
+
 }  // namespace
 }  // namespace switchyard::proxy
