@@ -152,10 +152,11 @@ inline constexpr int64_t kProxyHostBufferMemoryPercent = 50;
 // deletions travel on the operation stream, and may arrive just after the upload.
 inline constexpr int64_t kBufferRoomWaitMs = 1000;
 // An upload that one device takes whole goes on to its worker as it arrives, and the
-// proxy reads the client's stream at most this far ahead of what the worker took: its
-// memory per upload is this window, not the upload (a 8 GiB device_put held 8 GiB).
-// Several bulk chunks, so the two hops overlap.
-inline constexpr int64_t kUploadWindowBytes = int64_t{64} << 20;
+// proxy reads the client's stream at most this far ahead of what the worker took; a
+// fetch of one whole shard likewise reads the worker at most this far ahead of what
+// the client took. Its memory per transfer is this window, not the transfer (an 8 GiB
+// device_put held 8 GiB). Several bulk chunks, so the two hops overlap.
+inline constexpr int64_t kHostBufferWindowBytes = int64_t{64} << 20;
 // How long an upload's stream waits for room in its window (for the request naming it
 // to come, or its worker to take bytes): as long as that request waits for the bytes.
 inline constexpr int64_t kUploadRoomWaitMs = 10 * 60 * 1000;

@@ -147,7 +147,16 @@ absl::Status HostBuffer::WaitRoom(int64_t end, absl::Time deadline, const Cancel
     }
     mutex_.AwaitWithTimeout(absl::Condition(&room), std::min(left, kCancelPoll));
   }
+  granted_ = std::max(granted_, end);
   return absl::OkStatus();
+}
+
+bool HostBuffer::TakeReader() const {
+  absl::MutexLock lock(&mutex_);
+  if (!windowed()) return true;
+  if (reader_taken_) return false;
+  reader_taken_ = true;
+  return true;
 }
 
 void HostBuffer::Sent(int64_t offset, int64_t end) const {
@@ -178,8 +187,10 @@ void HostBuffer::DropLocked(int64_t upto) const {
   const int64_t grain_end = upto / kDropGrain * kDropGrain;
   if (bytes_ == nullptr || grain_end <= dropped_) return;
   const int64_t length = grain_end - dropped_;
-  // Ahead of the writer (it writes under this lock, past `arrived_`), where no one reads.
-  const int64_t to = std::max(recycled_to_, (arrived_ + kDropGrain - 1) / kDropGrain * kDropGrain);
+  // Ahead of anything the writer may be writing (it writes only where `WaitRoom` let it),
+  // where no one reads.
+  const int64_t ahead = std::max(arrived_, granted_);
+  const int64_t to = std::max(recycled_to_, (ahead + kDropGrain - 1) / kDropGrain * kDropGrain);
   if (to + length <= size_ &&
       bytes_->MovePages(static_cast<size_t>(dropped_), static_cast<size_t>(to),
                         static_cast<size_t>(length))) {

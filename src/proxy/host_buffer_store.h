@@ -98,6 +98,9 @@ class HostBuffer {
   void Sent(int64_t offset, int64_t end) const ABSL_LOCKS_EXCLUDED(mutex_);
   // Whether some of its start is no longer held (it cannot be read again from byte 0).
   bool dropped_any() const ABSL_LOCKS_EXCLUDED(mutex_);
+  // Makes the caller the one streaming reader of a windowed buffer: false when another
+  // reader took it first. True for a buffer without a window (any number may read).
+  bool TakeReader() const ABSL_LOCKS_EXCLUDED(mutex_);
   // No reader is left: with the window open, what still arrives is dropped.
   void Consumed() const ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -126,6 +129,9 @@ class HostBuffer {
   mutable int64_t sent_prefix_ ABSL_GUARDED_BY(mutex_) = 0;
   mutable int64_t dropped_ ABSL_GUARDED_BY(mutex_) = 0;      // pages before it given back
   mutable int64_t recycled_to_ ABSL_GUARDED_BY(mutex_) = 0;  // pages moved ahead end here
+  // The writer writes nothing past this (its last `WaitRoom`), with or without the lock.
+  int64_t granted_ ABSL_GUARDED_BY(mutex_) = 0;
+  mutable bool reader_taken_ ABSL_GUARDED_BY(mutex_) = false;
 };
 
 // The bytes of host buffers all sessions of one proxy may hold at once, so that clients

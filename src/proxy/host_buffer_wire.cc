@@ -64,7 +64,8 @@ absl::Status AppendStoreChunk(grpc::ByteBuffer& message, HostBuffer& buffer, int
   return absl::OkStatus();
 }
 
-grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, absl::string_view bytes) {
+grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, int64_t offset,
+                             absl::string_view bytes) {
   // The tag and the length, as protobuf writes them before a bytes field's contents.
   uint8_t header_bytes[1 + 10];  // a one-byte tag, a varint of at most 10
   uint8_t* end = google::protobuf::io::CodedOutputStream::WriteTagToArray(kDataTag, header_bytes);
@@ -74,12 +75,21 @@ grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, absl::stri
     grpc::Slice only(header);
     return grpc::ByteBuffer(&only, 1);
   }
-  auto* kept = new std::shared_ptr<const HostBuffer>(std::move(owner));
-  grpc::Slice slices[2] = {
-      grpc::Slice(header),
-      grpc::Slice(
-          const_cast<char*>(bytes.data()), bytes.size(),
-          [](void* kept) { delete static_cast<std::shared_ptr<const HostBuffer>*>(kept); }, kept)};
+  // gRPC lets go of the slice once its bytes are written: a windowed buffer then lets
+  // go of them too (HostBuffer::Sent).
+  struct Kept {
+    std::shared_ptr<const HostBuffer> owner;
+    int64_t offset;
+    int64_t end;
+    static void Release(void* opaque) {
+      auto* kept = static_cast<Kept*>(opaque);
+      kept->owner->Sent(kept->offset, kept->end);
+      delete kept;
+    }
+  };
+  auto* kept = new Kept{std::move(owner), offset, offset + static_cast<int64_t>(bytes.size())};
+  grpc::Slice slices[2] = {grpc::Slice(header), grpc::Slice(const_cast<char*>(bytes.data()),
+                                                            bytes.size(), &Kept::Release, kept)};
   return grpc::ByteBuffer(slices, 2);
 }
 

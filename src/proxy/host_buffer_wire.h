@@ -22,8 +22,10 @@ namespace switchyard::proxy {
 // hold its data twice); the buffer's own error (DATA_LOSS past its declared size).
 absl::Status AppendStoreChunk(grpc::ByteBuffer& message, HostBuffer& buffer, int64_t* received);
 
-// A GrpcHostBufferLookupResponse whose data is `bytes`, which lie in `owner`'s memory:
-// the message refers to them, and keeps `owner` until gRPC has sent it.
-grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, absl::string_view bytes);
+// A GrpcHostBufferLookupResponse whose data is `bytes`, which lie in `owner`'s memory
+// from `offset` on: the message refers to them, keeps `owner` until gRPC has sent it,
+// and then tells it so (HostBuffer::Sent).
+grpc::ByteBuffer LookupChunk(std::shared_ptr<const HostBuffer> owner, int64_t offset,
+                             absl::string_view bytes);
 
 }  // namespace switchyard::proxy

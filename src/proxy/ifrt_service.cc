@@ -407,7 +407,7 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
   auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   // Read no further ahead of the worker than the window (its reader may stream it on).
-  (*buffer)->SetWindow(limits::kUploadWindowBytes);
+  (*buffer)->SetWindow(limits::kHostBufferWindowBytes);
   auto cancelled = [context] { return context->IsCancelled(); };
   absl::Status received;
   grpc::ByteBuffer chunk;
@@ -464,13 +464,18 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
   const absl::Time deadline = absl::Now() + absl::Minutes(10);
   auto cancelled = [context] { return context->IsCancelled(); };
   const HostBuffer& host = **buffer;
+  if (!host.TakeReader()) {
+    return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+        "host buffer ", request.handle(),
+        " is being read by another lookup: a fetch streamed through the proxy is read once")));
+  }
   int64_t offset = 0;
   int64_t arrived = 0;
   do {  // at least one message, even for an empty buffer
     // A buffer sized by its fill (a string array) is known whole only at the end.
     absl::StatusOr<absl::string_view> data =
         host.size() == 0 ? host.WaitAll(deadline, cancelled)
-                         : host.WaitFor(offset + kLookupChunkBytes, deadline, cancelled);
+                         : host.StreamFor(offset + kLookupChunkBytes, deadline, cancelled);
     if (!data.ok()) return ToGrpcStatus(data.status());
     arrived = static_cast<int64_t>(data->size());
     const int64_t n = std::min<int64_t>(kLookupChunkBytes, arrived - offset);
@@ -479,7 +484,7 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
     const bool last = offset + n >= std::max<int64_t>(arrived, host.size());
     grpc::WriteOptions options;
     if (last) options.set_last_message();
-    if (!stream->Write(proxy::LookupChunk(*buffer, data->substr(offset, n)), options)) {
+    if (!stream->Write(proxy::LookupChunk(*buffer, offset, data->substr(offset, n)), options)) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     }
     CountCopied(n);  // the kernel's

@@ -734,6 +734,8 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
                         HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
     SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
                         host_buffers_->Begin(request.host_buffer_handle(), region));
+    // Read from the worker no further ahead of the client than the window.
+    host->SetWindow(limits::kHostBufferWindowBytes);
     if (region <= limits::kStreamReadMaxBytes && shard->worker()->TakesStreamReads() &&
         ReadOnLane(*shard, host).ok()) {
       *answered = true;

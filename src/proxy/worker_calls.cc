@@ -420,16 +420,29 @@ absl::Status StreamBuffer(WorkerConnection* worker, uint64_t buffer_id,
                                      "worker ", worker->address(), " has buffer ", buffer_id,
                                      " of ", size, " bytes, not ", into.size()));
   };
-  sink.take = [&](absl::string_view bytes) { return into.Append(bytes); };
+  // A windowed `into` (HostBuffer::SetWindow) is written only as far as the client's
+  // lookup let go of what came before.
+  const CancelledFn ended = SessionEnded(calls);
+  auto room = [&](int64_t end) {
+    return into.WaitRoom(end, absl::Now() + absl::Milliseconds(limits::kUploadRoomWaitMs), ended);
+  };
+  int64_t taken = 0;
+  sink.take = [&](absl::string_view bytes) {
+    taken += static_cast<int64_t>(bytes.size());
+    SY_RETURN_IF_ERROR(room(taken));
+    return into.Append(bytes);
+  };
   // One stream, in order: the client's lookup passes each piece on as it lands.
   sink.pull = [&](const std::string& address, const bulk::Ticket& offer) {
-    absl::Status said;
+    absl::Status said = room(limits::kBulkChunkBytes);  // PullInOrder's first read
+    if (!said.ok()) return said;
     absl::Status pulled = bulk::PullInOrder(
         address, offer, into.Space(),
         [&](uint64_t bytes) {
           if (said.ok()) said = into.Arrived(static_cast<int64_t>(bytes));
+          if (said.ok()) said = room(static_cast<int64_t>(bytes) + limits::kBulkChunkBytes);
         },
-        absl::Seconds(limits::kBulkIdleS), SessionEnded(calls));
+        absl::Seconds(limits::kBulkIdleS), [&] { return !said.ok() || ended(); });
     return pulled.ok() ? said : pulled;
   };
   return ReadBuffer(worker, buffer_id, ticket, calls, sink);

@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   (*buffer)->Finish();
   if (auto all = (*buffer)->WaitAll(absl::Now()); all.ok()) {
-    grpc::ByteBuffer out = switchyard::proxy::LookupChunk(*buffer, *all);
+    grpc::ByteBuffer out = switchyard::proxy::LookupChunk(*buffer, 0, *all);
     grpc::ProtoBufferReader reader(&out);
     ::xla::ifrt::proxy::GrpcHostBufferLookupResponse response;
     if (!response.ParseFromZeroCopyStream(&reader) || response.data() != *all) std::abort();

@@ -314,5 +314,16 @@ TEST(HostBufferWindowTest, TheWriterStopsWhenItsClientGoes) {
   EXPECT_TRUE(WriteChunks(**small, 0, 2, 'g', absl::ZeroDuration()).ok());
 }
 
+TEST(HostBufferWindowTest, AWindowedBufferHasOneStreamingReader) {
+  HostBufferStore store;
+  std::shared_ptr<HostBuffer> buffer = Windowed(store, 1);
+  EXPECT_TRUE(buffer->TakeReader());
+  EXPECT_FALSE(buffer->TakeReader());
+  auto small = store.Begin(2, 2 * kMiB);  // no window: read by any number
+  ASSERT_TRUE(small.ok());
+  EXPECT_TRUE((*small)->TakeReader());
+  EXPECT_TRUE((*small)->TakeReader());
+}
+
 }  // namespace
 }  // namespace switchyard::proxy

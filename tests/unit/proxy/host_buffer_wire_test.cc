@@ -107,7 +107,7 @@ TEST(HostBufferWireTest, ALookupChunkParsesAsTheResponseAndKeepsItsBuffer) {
     ASSERT_TRUE(buffer->Append(data).ok());
     buffer->Finish();
     const absl::string_view all = *buffer->WaitAll(absl::InfinitePast());
-    grpc::ByteBuffer message = LookupChunk(buffer, all);
+    grpc::ByteBuffer message = LookupChunk(buffer, 0, all);
     std::weak_ptr<HostBuffer> watch = buffer;
     buffer.reset();
     // The message keeps the buffer it points into (an empty one points nowhere).
