@@ -25,6 +25,21 @@ HostBuffer::HostBuffer(std::unique_ptr<HostBytes> space)
 
 HostBuffer::HostBuffer(int64_t size, InOnePiece) : size_(size) {}
 
+HostBuffer::~HostBuffer() {
+  if (account_ != nullptr) account_->Give(charged_);
+}
+
+void HostBuffer::Charge(std::shared_ptr<HostBufferAccount> account, int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  account_ = std::move(account);
+  charged_ = bytes;
+}
+
+int64_t HostBuffer::charged() const {
+  absl::MutexLock lock(&mutex_);
+  return charged_;
+}
+
 absl::Status HostBuffer::Fill(std::unique_ptr<HostBytes> data) {
   absl::MutexLock lock(&mutex_);
   if (finished_) return absl::FailedPreconditionError("host buffer already complete");
@@ -109,6 +124,17 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
     if (dropped_ > 0) {
       return absl::FailedPreconditionError(
           "this upload was streamed on to a worker as it arrived; its start is no longer held");
+    }
+    if (account_ != nullptr && charged_ < size_) {
+      absl::Status whole = account_->Take(size_ - charged_);
+      if (!whole.ok()) {
+        return absl::Status(
+            whole.code(),
+            absl::StrCat("this array's ", size_, " bytes must be staged whole on the proxy (it ",
+                         "is split, replicated or strided, so each shard is cut from the whole): ",
+                         whole.message()));
+      }
+      charged_ = size_;
     }
     whole_ = true;  // the writer may go on: every byte is kept from now
   }
@@ -224,24 +250,14 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitLocked(int64_t bytes, absl::Ti
   }
 }
 
-absl::Status HostBufferBudget::FitsLocked(int64_t bytes) const {
+absl::Status HostBufferBudget::Take(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
   if (max_bytes_ > 0 && bytes > max_bytes_ - held_) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "a host buffer of ", bytes, " bytes would take the host buffers staged on this proxy ",
         "by all its sessions past ", max_bytes_, " bytes (--proxy_max_host_buffer_bytes; ", held_,
         " held)"));
   }
-  return absl::OkStatus();
-}
-
-absl::Status HostBufferBudget::Fits(int64_t bytes) const {
-  absl::MutexLock lock(&mutex_);
-  return FitsLocked(bytes);
-}
-
-absl::Status HostBufferBudget::Take(int64_t bytes) {
-  absl::MutexLock lock(&mutex_);
-  SY_RETURN_IF_ERROR(FitsLocked(bytes));
   held_ += bytes;
   return absl::OkStatus();
 }
@@ -254,6 +270,29 @@ void HostBufferBudget::Give(int64_t bytes) {
 int64_t HostBufferBudget::held() const {
   absl::MutexLock lock(&mutex_);
   return held_;
+}
+
+absl::Status HostBufferAccount::Take(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  if (max_bytes_ > 0 && bytes > max_bytes_ - bytes_) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a host buffer of ", bytes, " bytes would take this session's staged host buffers past ",
+        max_bytes_, " bytes (--session_max_host_buffer_bytes; ", bytes_, " held)"));
+  }
+  if (budget_ != nullptr) SY_RETURN_IF_ERROR(budget_->Take(bytes));
+  bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void HostBufferAccount::Give(int64_t bytes) {
+  absl::MutexLock lock(&mutex_);
+  bytes_ -= bytes;
+  if (budget_ != nullptr) budget_->Give(bytes);
+}
+
+int64_t HostBufferAccount::bytes() const {
+  absl::MutexLock lock(&mutex_);
+  return bytes_;
 }
 
 HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_flag,
@@ -271,57 +310,41 @@ HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_fla
   return bounds;
 }
 
-HostBufferStore::~HostBufferStore() {
-  absl::MutexLock lock(&mutex_);
-  if (budget_ != nullptr) budget_->Give(bytes_);
-}
-
-absl::Status HostBufferStore::AdmitHere(int64_t size) const {
-  if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
-  if (max_bytes_ > 0 && size > max_bytes_ - bytes_) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "a host buffer of ", size, " bytes would take this session's staged host buffers past ",
-        max_bytes_, " bytes (--session_max_host_buffer_bytes; ", bytes_, " held)"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status HostBufferStore::Admit(int64_t size) const {
-  SY_RETURN_IF_ERROR(AdmitHere(size));
-  return budget_ == nullptr ? absl::OkStatus() : budget_->Fits(size);
-}
-
 absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
-  const int64_t size = buffer->size();
-  SY_RETURN_IF_ERROR(AdmitHere(size));  // the budget's own check is in its Take
+  absl::MutexLock lock(&mutex_);
+  if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
   if (buffers_.count(handle) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
   }
-  if (budget_ != nullptr) SY_RETURN_IF_ERROR(budget_->Take(size));
   buffers_.emplace(handle, std::move(buffer));
-  bytes_ += size;
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size) {
+absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size,
+                                                                   int64_t window) {
   {
     absl::MutexLock lock(&mutex_);
-    SY_RETURN_IF_ERROR(Admit(size));  // before allocating; `Add` checks again
+    if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
   }
+  const int64_t charge = window > 0 && window < size ? window : size;
+  SY_RETURN_IF_ERROR(account_->Take(charge));  // before anything is allocated for it
   absl::StatusOr<std::unique_ptr<HostBytes>> space = HostBytes::Allocate(size);
-  if (!space.ok()) return space.status();
+  if (!space.ok()) {
+    account_->Give(charge);
+    return space.status();
+  }
   auto buffer = std::make_shared<HostBuffer>(*std::move(space));
-  absl::MutexLock lock(&mutex_);
-  absl::Status added = Add(handle, buffer);
-  if (!added.ok()) return added;
+  buffer->Charge(account_, charge);  // given back when the buffer goes
+  if (charge < size) buffer->SetWindow(window);
+  SY_RETURN_IF_ERROR(Add(handle, buffer));
   return buffer;
 }
 
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Expect(uint64_t handle, int64_t size) {
   auto buffer = std::make_shared<HostBuffer>(size, HostBuffer::InOnePiece{});
-  absl::MutexLock lock(&mutex_);
-  absl::Status added = Add(handle, buffer);
-  if (!added.ok()) return added;
+  SY_RETURN_IF_ERROR(account_->Take(buffer->size()));
+  buffer->Charge(account_, buffer->size());
+  SY_RETURN_IF_ERROR(Add(handle, buffer));
   return buffer;
 }
 
@@ -348,13 +371,13 @@ absl::StatusOr<std::shared_ptr<const HostBuffer>> HostBufferStore::Lookup(
 }
 
 absl::Status HostBufferStore::Claim(uint64_t handle) {
+  std::shared_ptr<HostBuffer> claimed;  // let go (maybe unmapped) after the lock
   absl::MutexLock lock(&mutex_);
   auto it = buffers_.find(handle);
   if (it == buffers_.end()) {
     return absl::NotFoundError(absl::StrCat("host buffer ", handle, " not found"));
   }
-  bytes_ -= it->second->size();
-  if (budget_ != nullptr) budget_->Give(it->second->size());
+  claimed = std::move(it->second);
   buffers_.erase(it);
   return absl::OkStatus();
 }
@@ -376,16 +399,11 @@ void HostBufferStore::Shutdown() {
     absl::MutexLock lock(&mutex_);
     shutdown_ = true;
     buffers.swap(buffers_);
-    if (budget_ != nullptr) budget_->Give(bytes_);
-    bytes_ = 0;
   }
   // Readers waiting on an upload that will not finish now learn so.
   for (auto& [handle, buffer] : buffers) buffer->Finish(absl::CancelledError("session ended"));
 }
 
-int64_t HostBufferStore::bytes() const {
-  absl::MutexLock lock(&mutex_);
-  return bytes_;
-}
+int64_t HostBufferStore::bytes() const { return account_->bytes(); }
 
 }  // namespace switchyard::proxy

@@ -25,6 +25,8 @@ namespace switchyard::proxy {
 // Says whether the reader's client has gone; waits check it every 100 ms.
 using CancelledFn = std::function<bool()>;
 
+class HostBufferAccount;
+
 // The waits on host buffers in progress in this process (for /metrics, and for tests to
 // know a request is waiting rather than sleep): requests waiting for an upload to begin
 // (`HostBufferStore::Lookup`), and readers waiting for bytes still on their way
@@ -40,6 +42,9 @@ class HostBuffer {
   // Arriving into `space` (HostBytes::Allocate): its size in bytes are appended in
   // order, then `Finish`.
   explicit HostBuffer(std::unique_ptr<HostBytes> space);
+  ~HostBuffer();
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
   // Arriving in one piece: `size` bytes made elsewhere, handed over by `Fill` (or
   // failed by `Finish`).
   struct InOnePiece {};
@@ -64,7 +69,8 @@ class HostBuffer {
 
   // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND
   // past `deadline`, CANCELLED if `cancelled()`, the upload's error if it failed.
-  // Closes the window (below) for good: FAILED_PRECONDITION if its start was dropped.
+  // Closes the window (below) for good: FAILED_PRECONDITION if its start was dropped,
+  // RESOURCE_EXHAUSTED if its account cannot take the whole size.
   absl::StatusOr<absl::string_view> WaitFor(int64_t bytes, absl::Time deadline,
                                             const CancelledFn& cancelled = nullptr) const
       ABSL_LOCKS_EXCLUDED(mutex_);
@@ -84,6 +90,12 @@ class HostBuffer {
   // array), and opens wide (what still arrives is dropped) once `Consumed` says no
   // reader is left.
   void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Charges `bytes` of it to `account` now (set once, before any reader), the rest of
+  // its size once its window closes; all given back when the buffer is destroyed,
+  // wherever it is held then.
+  void Charge(std::shared_ptr<HostBufferAccount> account, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t charged() const ABSL_LOCKS_EXCLUDED(mutex_);
   // For the writer, before it writes the bytes up to `end`: waits for room in the
   // window (always there when nothing is outstanding). NOT_FOUND past `deadline`,
   // CANCELLED if `cancelled()`.
@@ -132,6 +144,8 @@ class HostBuffer {
   // The writer writes nothing past this (its last `WaitRoom`), with or without the lock.
   int64_t granted_ ABSL_GUARDED_BY(mutex_) = 0;
   mutable bool reader_taken_ ABSL_GUARDED_BY(mutex_) = false;
+  std::shared_ptr<HostBufferAccount> account_ ABSL_GUARDED_BY(mutex_);
+  mutable int64_t charged_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The bytes of host buffers all sessions of one proxy may hold at once, so that clients
@@ -143,18 +157,36 @@ class HostBufferBudget {
   explicit HostBufferBudget(int64_t max_bytes) : max_bytes_(max_bytes) {}
   // RESOURCE_EXHAUSTED, naming the bound, when `bytes` more would pass it.
   absl::Status Take(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Whether `bytes` more would fit now (Take may still refuse them later).
-  absl::Status Fits(int64_t bytes) const ABSL_LOCKS_EXCLUDED(mutex_);
   void Give(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t held() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t max_bytes() const { return max_bytes_; }
 
  private:
-  absl::Status FitsLocked(int64_t bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-
   const int64_t max_bytes_;
   mutable absl::Mutex mutex_;
   int64_t held_ ABSL_GUARDED_BY(mutex_) = 0;
+};
+
+// What one session's host buffers hold, bounded alone and, through the budget, with
+// every other session's. Each buffer holds its charge until it is destroyed, also
+// after its request took it out of the store (so a put still reading it counts), and
+// a windowed one only its window until a reader needs it whole. A leaf lock over the
+// budget's. Thread-safe.
+class HostBufferAccount {
+ public:
+  // `max_bytes` 0: no bound; `budget` may be null.
+  HostBufferAccount(int64_t max_bytes, std::shared_ptr<HostBufferBudget> budget)
+      : max_bytes_(max_bytes), budget_(std::move(budget)) {}
+  // RESOURCE_EXHAUSTED, naming the bound, when `bytes` more would pass either.
+  absl::Status Take(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  void Give(int64_t bytes) ABSL_LOCKS_EXCLUDED(mutex_);
+  int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
+
+ private:
+  const int64_t max_bytes_;
+  const std::shared_ptr<HostBufferBudget> budget_;
+  mutable absl::Mutex mutex_;
+  int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // The bounds on staged host buffers a proxy starts with.
@@ -170,20 +202,22 @@ HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_fla
 
 class HostBufferStore {
  public:
-  // `max_bytes`: the most the session's buffers may hold at once (uploads not yet
-  // deleted, downloads not yet fetched); 0: no bound. `budget`, when given, bounds them
-  // together with other sessions' (shared; it outlives the store's bytes).
+  // `max_bytes`: the most the session's buffers may hold at once (uploads and
+  // downloads until the last holder lets go); 0: no bound. `budget`, when given, bounds
+  // them together with other sessions' (shared; it outlives the buffers).
   explicit HostBufferStore(int64_t max_bytes = 0,
                            std::shared_ptr<HostBufferBudget> budget = nullptr)
-      : max_bytes_(max_bytes), budget_(std::move(budget)) {}
-  ~HostBufferStore();
+      : account_(std::make_shared<HostBufferAccount>(max_bytes, std::move(budget))) {}
   HostBufferStore(const HostBufferStore&) = delete;
   HostBufferStore& operator=(const HostBufferStore&) = delete;
 
-  // An upload of `size` bytes about to arrive; visible to `Lookup` at once.
-  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`;
-  // RESOURCE_EXHAUSTED past `max_bytes` (all three for `Expect` too).
-  absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size)
+  // An upload of `size` bytes about to arrive; visible to `Lookup` at once. With a
+  // `window` (HostBuffer::SetWindow; 0: none) only the window is charged until a
+  // reader needs the buffer whole. ALREADY_EXISTS for a handle in use;
+  // FAILED_PRECONDITION after `Shutdown`; RESOURCE_EXHAUSTED past a bound (all three
+  // for `Expect` too).
+  absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size,
+                                                    int64_t window = 0)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to
   // `Lookup` at once.
@@ -199,7 +233,7 @@ class HostBufferStore {
   // drops the rest (HostBuffer::Consumed).
   absl::Status Delete(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
   // Takes a buffer out of the store for the request that names it (its reader, which
-  // looked it up and holds it from now); NOT_FOUND for an unknown handle.
+  // looked it up and holds it from now, charge and all); NOT_FOUND for an unknown handle.
   absl::Status Claim(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
   // Wakes every waiter; later stores fail.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mutex_);
@@ -207,17 +241,13 @@ class HostBufferStore {
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  // Makes a buffer (charged already) visible.
   absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  // Whether `size` more fits this session's bound (and, for Admit, the budget now).
-  absl::Status AdmitHere(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
-  absl::Status Admit(int64_t size) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+      ABSL_LOCKS_EXCLUDED(mutex_);
 
-  const int64_t max_bytes_;
-  const std::shared_ptr<HostBufferBudget> budget_;
+  const std::shared_ptr<HostBufferAccount> account_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
-  int64_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

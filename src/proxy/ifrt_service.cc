@@ -403,11 +403,11 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
       FindUploadStore(*context, metadata);
   if (!store.ok()) return ToGrpcStatus(store.status());
   // Visible to the session at once: an array made from it goes on to its worker while
-  // the rest arrives.
-  auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size());
+  // the rest arrives. Read no further ahead of the worker than the window (its reader
+  // may stream it on), and only the window charged until a reader needs it whole.
+  auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size(),
+                                limits::kHostBufferWindowBytes);
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
-  // Read no further ahead of the worker than the window (its reader may stream it on).
-  (*buffer)->SetWindow(limits::kHostBufferWindowBytes);
   auto cancelled = [context] { return context->IsCancelled(); };
   absl::Status received;
   grpc::ByteBuffer chunk;

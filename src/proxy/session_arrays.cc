@@ -732,10 +732,10 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
     // up only after the answer); a failure reaches the client through its lookup.
     SY_ASSIGN_OR_RETURN(int64_t region,
                         HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
-    SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
-                        host_buffers_->Begin(request.host_buffer_handle(), region));
     // Read from the worker no further ahead of the client than the window.
-    host->SetWindow(limits::kHostBufferWindowBytes);
+    SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
+                        host_buffers_->Begin(request.host_buffer_handle(), region,
+                                             limits::kHostBufferWindowBytes));
     if (region <= limits::kStreamReadMaxBytes && shard->worker()->TakesStreamReads() &&
         ReadOnLane(*shard, host).ok()) {
       *answered = true;

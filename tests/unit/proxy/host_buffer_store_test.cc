@@ -218,9 +218,8 @@ TEST(HostBufferStoreTest, BoundsComeFromTheFlagsElseFromTheMemory) {
 constexpr int64_t kMiB = 1 << 20;
 
 std::shared_ptr<HostBuffer> Windowed(HostBufferStore& store, uint64_t handle) {
-  auto buffer = store.Begin(handle, 16 * kMiB);
+  auto buffer = store.Begin(handle, 16 * kMiB, 4 * kMiB);
   EXPECT_TRUE(buffer.ok());
-  (*buffer)->SetWindow(4 * kMiB);
   return *buffer;
 }
 
@@ -308,9 +307,8 @@ TEST(HostBufferWindowTest, TheWriterStopsWhenItsClientGoes) {
   EXPECT_EQ(buffer->WaitRoom(5 * kMiB, absl::Now() + absl::Seconds(10), [] { return true; }).code(),
             absl::StatusCode::kCancelled);
   // A small upload has no window: it is held whole.
-  auto small = store.Begin(2, 2 * kMiB);
+  auto small = store.Begin(2, 2 * kMiB, 4 * kMiB);
   ASSERT_TRUE(small.ok());
-  (*small)->SetWindow(4 * kMiB);
   EXPECT_TRUE(WriteChunks(**small, 0, 2, 'g', absl::ZeroDuration()).ok());
 }
 
@@ -323,6 +321,38 @@ TEST(HostBufferWindowTest, AWindowedBufferHasOneStreamingReader) {
   ASSERT_TRUE(small.ok());
   EXPECT_TRUE((*small)->TakeReader());
   EXPECT_TRUE((*small)->TakeReader());
+}
+
+TEST(HostBufferWindowTest, AWindowedUploadIsChargedItsWindowUntilReadWhole) {
+  auto budget = std::make_shared<HostBufferBudget>(/*max_bytes=*/40 * kMiB);
+  HostBufferStore store(/*max_bytes=*/16 * kMiB, budget);
+  // As large as the session's bound, yet two are admitted: each holds only its window.
+  std::shared_ptr<HostBuffer> first = Windowed(store, 1);
+  std::shared_ptr<HostBuffer> second = Windowed(store, 2);
+  EXPECT_EQ(store.bytes(), 8 * kMiB);
+  EXPECT_EQ(budget->held(), 8 * kMiB);
+  // A reader that needs one whole (a split or replicated array) is refused, naming
+  // the bound, when the rest does not fit; the window stays, so the writer is bounded.
+  absl::StatusOr<absl::string_view> whole = first->WaitFor(16 * kMiB, absl::Now());
+  EXPECT_EQ(whole.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(whole.status().message().find("--session_max_host_buffer_bytes"), std::string::npos)
+      << whole.status();
+  EXPECT_EQ(WriteChunks(*first, 0, 5, 'h', absl::Milliseconds(20)).code(),
+            absl::StatusCode::kNotFound);
+  // Room once the other goes: read whole, it is charged whole.
+  ASSERT_TRUE(store.Delete(2).ok());
+  second.reset();
+  EXPECT_EQ(store.bytes(), 4 * kMiB);
+  std::thread writer([&] { EXPECT_TRUE(WriteChunks(*first, 4, 12, 'h').ok()); });
+  EXPECT_TRUE(first->WaitFor(16 * kMiB, absl::Now() + absl::Seconds(10)).ok());
+  writer.join();
+  EXPECT_EQ(store.bytes(), 16 * kMiB);
+  // Its request took it from the store: still charged while held, given back after.
+  ASSERT_TRUE(store.Claim(1).ok());
+  EXPECT_EQ(budget->held(), 16 * kMiB);
+  first.reset();
+  EXPECT_EQ(budget->held(), 0);
+  EXPECT_EQ(store.bytes(), 0);
 }
 
 }  // namespace
