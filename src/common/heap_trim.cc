@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "common/host_bytes.h"
 #include "common/logging.h"
 #include "common/machine_memory.h"
 #include "common/thread_name.h"
@@ -43,6 +44,12 @@ HeapTrimmer::HeapTrimmer(std::function<int64_t()> work, std::function<int64_t()>
         NameThisThread("sy-heap-trim");
         HeapTrimPolicy policy(options);
         while (!stop_.WaitForNotificationWithTimeout(kTick)) {
+          if (const size_t unmapped = HostBytes::ReleaseIdleKept(absl::Now());
+              static_cast<int64_t>(unmapped) >= kWorthLoggingBytes) {
+            SY_LOG(Info) << "unmapped " << (unmapped >> 20)
+                         << " MiB of host buffers kept for reuse (unused for "
+                         << limits::kHostBytesKeptIdleMs / 1000 << " s)";
+          }
           const int64_t freed_now = freed();
           if (!policy.Due(absl::Now(), work(), freed_now)) continue;
           const absl::Time started = absl::Now();

@@ -45,7 +45,8 @@ class HeapTrimPolicy {
 };
 
 // Runs a HeapTrimPolicy on a thread of its own (sy-heap-trim), twice a second, and
-// trims (malloc_trim) when it is due, logging what came back. `work` and `freed` are
+// trims (malloc_trim) when it is due, logging what came back; each tick also unmaps
+// the idle host buffers kept for reuse (HostBytes::ReleaseIdleKept). `work` and `freed` are
 // called on that thread.
 class HeapTrimmer {
  public:

@@ -9,9 +9,12 @@
 #include <cstdio>
 #include <map>
 #include <new>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/huge_pages.h"
 #include "common/limits.h"
 #include "common/machine_memory.h"
@@ -44,7 +47,7 @@ class KeptMappings {
     absl::MutexLock lock(&mutex_);
     auto it = kept_.lower_bound(length);
     if (it == kept_.end() || it->first > length + length / 4) return nullptr;
-    void* mapping = it->second;
+    void* mapping = it->second.mapping;
     *taken = it->first;
     bytes_ -= it->first;
     kept_.erase(it);
@@ -55,9 +58,31 @@ class KeptMappings {
     absl::MutexLock lock(&mutex_);
     if (bytes_ + length > max_) return false;
     (void)madvise(mapping, length, MADV_FREE);
-    kept_.emplace(length, mapping);
+    kept_.emplace(length, Kept{mapping, absl::Now()});
     bytes_ += length;
     return true;
+  }
+  // Unmaps those kept since `idle` before `now`; the bytes unmapped.
+  size_t ReleaseIdle(absl::Time now, absl::Duration idle) ABSL_LOCKS_EXCLUDED(mutex_) {
+    std::vector<std::pair<void*, size_t>> idle_ones;
+    {
+      absl::MutexLock lock(&mutex_);
+      for (auto it = kept_.begin(); it != kept_.end();) {
+        if (now - it->second.since < idle) {
+          ++it;
+          continue;
+        }
+        idle_ones.emplace_back(it->second.mapping, it->first);
+        bytes_ -= it->first;
+        it = kept_.erase(it);
+      }
+    }
+    size_t released = 0;
+    for (auto [mapping, length] : idle_ones) {  // outside the lock: an unmap takes a while
+      munmap(mapping, length);
+      released += length;
+    }
+    return released;
   }
   size_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_) {
     absl::MutexLock lock(&mutex_);
@@ -71,7 +96,11 @@ class KeptMappings {
   }
   size_t max_ = 0;
   mutable absl::Mutex mutex_;
-  std::multimap<size_t, void*> kept_ ABSL_GUARDED_BY(mutex_);
+  struct Kept {
+    void* mapping;
+    absl::Time since;
+  };
+  std::multimap<size_t, Kept> kept_ ABSL_GUARDED_BY(mutex_);
   size_t bytes_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
@@ -129,6 +158,10 @@ bool HostBytes::MovePages(size_t from, size_t to, size_t length) {
 }
 
 size_t HostBytes::KeptBytes() { return KeptMappings::Get().bytes(); }
+
+size_t HostBytes::ReleaseIdleKept(absl::Time now) {
+  return KeptMappings::Get().ReleaseIdle(now, absl::Milliseconds(limits::kHostBytesKeptIdleMs));
+}
 
 absl::StatusOr<std::unique_ptr<HostBytes>> HostBytes::Allocate(size_t size) {
   try {

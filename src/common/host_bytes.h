@@ -17,6 +17,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 
 namespace switchyard {
@@ -40,6 +41,10 @@ class HostBytes {
 
   // Bytes of freed buffers kept for reuse, process-wide.
   static size_t KeptBytes();
+  // Unmaps those kept unused for limits::kHostBytesKeptIdleMs before `now`, so a
+  // process that stopped moving data gives their pages back (MADV_FREE pages count as
+  // resident until the kernel needs them); the bytes unmapped.
+  static size_t ReleaseIdleKept(absl::Time now);
 
   // Gives the pages wholly inside [offset, offset + length) back to the kernel now: a
   // buffer streamed through (an upload forwarded as it arrives) holds only its window.

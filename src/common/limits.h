@@ -245,6 +245,10 @@ inline constexpr int64_t kBulkStagingKept = 8;
 // pages back under pressure.
 inline constexpr int64_t kHostBytesKeptMax = int64_t{2} << 30;
 inline constexpr int64_t kHostBytesKeptRamShare = 16;
+// A kept one unused this long is unmapped (by the process's heap trimmer): a process
+// that stopped moving data comes back to its idle RSS within a minute, while a job
+// moving a batch every few seconds keeps reusing its pages.
+inline constexpr int64_t kHostBytesKeptIdleMs = 30 * 1000;
 // Freed shared-memory files of colocated calls kept for the same sidecar's next call
 // (common/shared_memory.h): a fresh shared page cost six times a fresh private one
 // here, so a call's copies into fresh files took 5x as long as into kept ones. At most

@@ -217,8 +217,7 @@ class HostBufferStore {
   // FAILED_PRECONDITION after `Shutdown`; RESOURCE_EXHAUSTED past a bound (all three
   // for `Expect` too).
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size,
-                                                    int64_t window = 0)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+                                                    int64_t window = 0) ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to
   // `Lookup` at once.
   absl::StatusOr<std::shared_ptr<HostBuffer>> Expect(uint64_t handle, int64_t size)
@@ -242,8 +241,7 @@ class HostBufferStore {
 
  private:
   // Makes a buffer (charged already) visible.
-  absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) ABSL_LOCKS_EXCLUDED(mutex_);
 
   const std::shared_ptr<HostBufferAccount> account_;
   mutable absl::Mutex mutex_;

@@ -405,8 +405,8 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
   // Visible to the session at once: an array made from it goes on to its worker while
   // the rest arrives. Read no further ahead of the worker than the window (its reader
   // may stream it on), and only the window charged until a reader needs it whole.
-  auto buffer = (*store)->Begin(metadata.handle(), metadata.buffer_size(),
-                                limits::kHostBufferWindowBytes);
+  auto buffer =
+      (*store)->Begin(metadata.handle(), metadata.buffer_size(), limits::kHostBufferWindowBytes);
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   auto cancelled = [context] { return context->IsCancelled(); };
   absl::Status received;

@@ -733,9 +733,9 @@ absl::Status Session::CopyToHostBufferLater(const wire::CopyToHostBufferRequest&
     SY_ASSIGN_OR_RETURN(int64_t region,
                         HostRegionBytes(array->shape, strides, HostElementBytes(array->dtype)));
     // Read from the worker no further ahead of the client than the window.
-    SY_ASSIGN_OR_RETURN(std::shared_ptr<HostBuffer> host,
-                        host_buffers_->Begin(request.host_buffer_handle(), region,
-                                             limits::kHostBufferWindowBytes));
+    SY_ASSIGN_OR_RETURN(
+        std::shared_ptr<HostBuffer> host,
+        host_buffers_->Begin(request.host_buffer_handle(), region, limits::kHostBufferWindowBytes));
     if (region <= limits::kStreamReadMaxBytes && shard->worker()->TakesStreamReads() &&
         ReadOnLane(*shard, host).ok()) {
       *answered = true;

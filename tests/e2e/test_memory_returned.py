@@ -94,12 +94,13 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
     """A 1 GiB device_put to one device goes on to its worker as it arrives, and a 1 GiB
     fetch to the client as it comes from the worker: the proxy's peak RSS stays within
     512 MiB of where it was (it held the whole buffer, and more, before), over the data
-    plane and over gRPC alike."""
+    plane and over gRPC alike; and the proxy and the worker come back near where they
+    were after."""
     size = 1 << 30
     flags = () if plane == "bulk" else ("--bulk_transfers=false",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
-        proxy = cluster.child_pid("proxy")
-        idle = rss(proxy)
+        proxy, worker = cluster.child_pid("proxy"), cluster.child_pid("worker")
+        idle, worker_idle = rss(proxy), rss(worker)
         with open(f"/proc/{proxy}/clear_refs", "w") as f:
             f.write("5")  # the peak starts again from now
         out = subprocess.run([sys.executable, "-c", UPLOADER.replace("SIZE", str(size))],
@@ -108,3 +109,49 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
         assert "MOVED" in out.stdout, out.stderr[-3000:]
         peak = peak_rss_since_reset(proxy)
         assert peak <= idle + 512 * MIB, (plane, idle // MIB, peak // MIB)
+        if plane == "bulk":
+            # And both give it back: what they kept for reuse (1 GiB on the worker) is
+            # unmapped once unused for limits::kHostBytesKeptIdleMs (30 s). The worker
+            # keeps the session's compiled programs and its plugin's pools (~60 MiB).
+            after = settles_below(proxy, idle + 64 * MIB, timeout_s=60)
+            assert after <= idle + 64 * MIB, (idle // MIB, after // MIB)
+            worker_after = settles_below(worker, worker_idle + 128 * MIB, timeout_s=60)
+            assert worker_after <= worker_idle + 128 * MIB, (worker_idle // MIB,
+                                                             worker_after // MIB)
+
+
+CHARGED = """
+import numpy as np, jax, jax.numpy as jnp, switchyard
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+switchyard.initialize()
+a = np.arange(SIZE, dtype=np.uint8)
+x = jax.device_put(a, jax.devices()[0])
+assert int(jnp.sum(x, dtype=jnp.uint32)) == int(a.sum(dtype=np.uint32))
+print("STREAMED", flush=True)
+del x
+both = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("d",)), PartitionSpec())
+try:
+    jax.device_put(a, both).block_until_ready()
+    print("NOT REFUSED", flush=True)
+except Exception as e:
+    assert "RESOURCE_EXHAUSTED" in str(e) and "--session_max_host_buffer_bytes" in str(e), e
+    print("REFUSED WHOLE", flush=True)
+assert float(jnp.sum(jnp.ones(4))) == 4.0
+print("GOES ON", flush=True)
+switchyard.shutdown()
+"""
+
+
+def test_an_upload_larger_than_the_session_bound_streams_and_only_a_whole_one_is_refused():
+    """A streamed upload is charged its window, not its size: one larger than the session's
+    host-buffer bound goes through to one device, while the same array replicated (cut
+    whole on the proxy for each device) is refused naming the bound, and the session goes
+    on."""
+    bound = 256 * MIB
+    flags = (f"--session_max_host_buffer_bytes={bound}",)
+    with switchyard.LocalCluster(workers=1, devices_per_worker=2, flags=flags) as cluster:
+        out = subprocess.run(
+            [sys.executable, "-c", CHARGED.replace("SIZE", str(bound + 128 * MIB))],
+            env={**os.environ, **cluster.env()}, capture_output=True, text=True, timeout=300)
+        for line in ("STREAMED", "REFUSED WHOLE", "GOES ON"):
+            assert line in out.stdout, out.stdout + out.stderr[-3000:]

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "common/limits.h"
 #include "gtest/gtest.h"
 
@@ -81,6 +82,19 @@ TEST(HostBytesTest, WhatIsKeptIsBounded) {
   }
   many.clear();
   EXPECT_LE(HostBytes::KeptBytes(), size_t(limits::kHostBytesKeptMax));
+}
+
+TEST(HostBytesTest, WhatIsKeptUnusedForAWhileIsUnmapped) {
+  const absl::Duration idle = absl::Milliseconds(limits::kHostBytesKeptIdleMs);
+  const absl::Time start = absl::Now();
+  (void)HostBytes::ReleaseIdleKept(start + idle);  // nothing kept from before
+  EXPECT_EQ(HostBytes::KeptBytes(), 0u);
+  (void)std::make_unique<HostBytes>(size_t{16} << 20);  // kept when freed
+  const size_t kept = HostBytes::KeptBytes();
+  ASSERT_GT(kept, 0u);
+  EXPECT_EQ(HostBytes::ReleaseIdleKept(start), 0u);  // just kept
+  EXPECT_EQ(HostBytes::ReleaseIdleKept(absl::Now() + idle), kept);
+  EXPECT_EQ(HostBytes::KeptBytes(), 0u);
 }
 
 }  // namespace
