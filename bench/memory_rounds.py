@@ -31,11 +31,10 @@ f = jax.jit(lambda x: [x + i for i in range(500)])
 x = jax.device_put(np.ones(16, np.float32), jax.devices()[0])
 held = []
 try:
-    while True:
+    while True:  # each call waited for: past the quota a refusal is bound to its handles
         out = f(x)
+        jax.block_until_ready(out)
         held.extend(out)
-        if len(held) % 20000 == 0:
-            jax.block_until_ready(out)
 except Exception as e:
     assert "RESOURCE_EXHAUSTED" in str(e) and "--session_max_arrays" in str(e), e
     print("REFUSED AFTER", len(held), flush=True)

@@ -42,6 +42,15 @@ uint64_t MetadataNumber(const grpc::ServerContext& context, const char* key) {
   return value;
 }
 
+// Erases each of `ids` from `table`, answering those it did not hold as not found (both
+// deletions answer so).
+template <typename Table, typename Ids, typename Response>
+void EraseEach(Table& table, const Ids& ids, Response* response) {
+  for (uint64_t id : ids) {
+    if (table.erase(id) == 0) response->add_not_found(id);
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FakeWorker>> FakeWorker::Start(const Options& options) {
@@ -332,9 +341,7 @@ grpc::Status FakeWorker::DeleteBuffers(grpc::ServerContext* context,
                                        DeleteBuffersResponse* response) {
   if (absl::Status ok = CheckCall(*context); !ok.ok()) return ToGrpcStatus(ok);
   absl::MutexLock lock(&mutex_);
-  for (uint64_t id : request->buffer_ids()) {
-    if (buffers_.erase(id) == 0) response->add_not_found(id);
-  }
+  EraseEach(buffers_, request->buffer_ids(), response);
   return grpc::Status::OK;
 }
 
@@ -370,9 +377,7 @@ grpc::Status FakeWorker::DeleteExecutables(grpc::ServerContext* context,
                                            DeleteExecutablesResponse* response) {
   if (absl::Status ok = CheckCall(*context); !ok.ok()) return ToGrpcStatus(ok);
   absl::MutexLock lock(&mutex_);
-  for (uint64_t id : request->executable_ids()) {
-    if (executables_.erase(id) == 0) response->add_not_found(id);
-  }
+  EraseEach(executables_, request->executable_ids(), response);
   return grpc::Status::OK;
 }
 

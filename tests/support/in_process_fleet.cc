@@ -28,71 +28,60 @@ rm::RmOptions InProcessRmOptions() {
 
 }  // namespace
 
-absl::Status InProcessFleet::AddAndWait(const std::function<absl::Status()>& start, size_t devices,
-                                        absl::Time deadline) {
-  if (absl::Status started = start(); !started.ok()) return started;
-  while (true) {
-    std::vector<proxy::DeviceEntry> entries = fleet_->Devices();
-    bool up = entries.size() == devices;
-    for (const proxy::DeviceEntry& device : entries) up = up && device.worker->up();
-    if (up) return absl::OkStatus();
-    if (absl::Now() > deadline) {
-      return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+absl::Status InProcessFleet::StartSlices(int slices, int devices_per_worker,
+                                         const std::function<absl::Status(int slice)>& start_one) {
+  auto rm = rm::ResourceManagerServer::Start(InProcessRmOptions());
+  if (!rm.ok()) return rm.status();
+  rm_ = *std::move(rm);
+  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (int slice = 0; slice < slices; ++slice) {
+    SY_RETURN_IF_ERROR(start_one(slice));
+    const size_t devices = static_cast<size_t>((slice + 1) * devices_per_worker);
+    while (true) {
+      std::vector<proxy::DeviceEntry> entries = fleet_->Devices();
+      bool up = entries.size() == devices;
+      for (const proxy::DeviceEntry& device : entries) up = up && device.worker->up();
+      if (up) break;
+      if (absl::Now() > deadline) {
+        return absl::DeadlineExceededError("the in-process fleet did not come up in 10 s");
+      }
+      absl::SleepFor(absl::Milliseconds(20));
     }
-    absl::SleepFor(absl::Milliseconds(20));
   }
+  return absl::OkStatus();
 }
 
 absl::Status InProcessFleet::Start(int slices, int devices_per_worker) {
   if (TestPlugin() == nullptr)
     return absl::FailedPreconditionError("SWITCHYARD_TEST_PLUGIN is not set");
-  auto rm = rm::ResourceManagerServer::Start(InProcessRmOptions());
-  if (!rm.ok()) return rm.status();
-  rm_ = *std::move(rm);
-  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  // One at a time, as `switchyard up` starts them: the RM gives device ids in join
-  // order, and tests expect slice 0 to have the first ones.
-  for (int slice = 0; slice < slices; ++slice) {
-    auto start = [&]() -> absl::Status {
-      worker::WorkerOptions options;
-      options.listen_host = kInProcessHost;
-      options.resource_manager_address = rm_->address();
-      options.slice_index = slice;
-      options.pjrt_plugin = TestPlugin();
-      options.cpu_device_count = devices_per_worker;
-      auto worker = worker::WorkerServer::Start(options);
-      if (!worker.ok()) return worker.status();
-      workers_.push_back(*std::move(worker));
-      return absl::OkStatus();
-    };
-    SY_RETURN_IF_ERROR(AddAndWait(start, (slice + 1) * devices_per_worker, deadline));
-  }
-  return absl::OkStatus();
+  return StartSlices(slices, devices_per_worker, [&](int slice) -> absl::Status {
+    worker::WorkerOptions options;
+    options.listen_host = kInProcessHost;
+    options.resource_manager_address = rm_->address();
+    options.slice_index = slice;
+    options.pjrt_plugin = TestPlugin();
+    options.cpu_device_count = devices_per_worker;
+    auto worker = worker::WorkerServer::Start(options);
+    if (!worker.ok()) return worker.status();
+    workers_.push_back(*std::move(worker));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status InProcessFleet::StartFake(int slices, int devices_per_worker,
                                        uint32_t protocol_version) {
-  auto rm = rm::ResourceManagerServer::Start(InProcessRmOptions());
-  if (!rm.ok()) return rm.status();
-  rm_ = *std::move(rm);
-  fleet_ = std::make_unique<proxy::Fleet>(rm_->address());
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  for (int slice = 0; slice < slices; ++slice) {
-    auto start = [&]() -> absl::Status {
-      FakeWorker::Options options;
-      options.rm_address = rm_->address();
-      options.slice_index = slice;
-      options.devices = devices_per_worker;
-      options.protocol_version = protocol_version;
-      auto worker = FakeWorker::Start(options);
-      if (!worker.ok()) return worker.status();
-      fakes_.push_back(*std::move(worker));
-      return absl::OkStatus();
-    };
-    SY_RETURN_IF_ERROR(AddAndWait(start, (slice + 1) * devices_per_worker, deadline));
-  }
-  return absl::OkStatus();
+  return StartSlices(slices, devices_per_worker, [&](int slice) -> absl::Status {
+    FakeWorker::Options options;
+    options.rm_address = rm_->address();
+    options.slice_index = slice;
+    options.devices = devices_per_worker;
+    options.protocol_version = protocol_version;
+    auto worker = FakeWorker::Start(options);
+    if (!worker.ok()) return worker.status();
+    fakes_.push_back(*std::move(worker));
+    return absl::OkStatus();
+  });
 }
 
 void InProcessFleet::StopWorker(int slice) {

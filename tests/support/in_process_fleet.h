@@ -63,9 +63,11 @@ class InProcessFleet {
 
  private:
   std::unique_ptr<rm::ResourceManagerServer> rm_;
-  // Adds a worker with `start` and waits until the proxy sees `devices` devices up.
-  absl::Status AddAndWait(const std::function<absl::Status()>& start, size_t devices,
-                          absl::Time deadline);
+  // Starts the RM, then one worker a slice with `start_one(slice)`, each once the proxy
+  // sees the one before up (as `switchyard up` does: the RM gives device ids in join
+  // order, and tests expect slice 0 to have the first ones). 10 s in all.
+  absl::Status StartSlices(int slices, int devices_per_worker,
+                           const std::function<absl::Status(int slice)>& start_one);
 
   std::vector<std::unique_ptr<worker::WorkerServer>> workers_;
   std::vector<std::unique_ptr<FakeWorker>> fakes_;
