@@ -16,6 +16,27 @@ import pytest
 import switchyard
 
 
+def rss(pid: int) -> int:
+    """The process's resident bytes now (VmRSS)."""
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """The peak (`peak_rss`) starts again from now."""
+    with open(f"/proc/{pid}/clear_refs", "w") as f:
+        f.write("5")
+
+
+def peak_rss(pid: int) -> int:
+    """The process's peak resident bytes (VmHWM) since it started or `reset_peak_rss`."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM")
+
+
 def wait_until(predicate, timeout: float = 30, what: str = "the condition",
                interval: float = 0.1):
     """Polls `predicate` until it returns something true, and returns that; fails the test

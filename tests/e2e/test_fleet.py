@@ -13,7 +13,7 @@ import grpc
 import pytest
 
 import switchyard
-from conftest import fleet, metric_at, read_line, scrape, start_rm, tell, text_of, wait_until
+from conftest import fleet, metric_at, read_line, rss, scrape, start_rm, tell, text_of, wait_until
 from switchyard import common_pb2, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 from switchyard.cluster import free_port
 
@@ -592,10 +592,6 @@ sys.stdin.readline()
 
 
 def test_status_shows_what_the_rm_and_each_proxy_hold():
-    def rss(pid: int) -> int:
-        with open(f"/proc/{pid}/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
     with switchyard.LocalCluster(workers=1, devices_per_worker=1) as cluster:
         proxy_pid, rm_pid = cluster.child_pid("proxy"), cluster.child_pid("rm")
         client = subprocess.Popen([sys.executable, "-c", HOLDER], env={**os.environ,

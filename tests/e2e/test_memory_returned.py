@@ -13,6 +13,7 @@ import time
 import pytest
 
 import switchyard
+from conftest import peak_rss, reset_peak_rss, rss
 
 MIB = 1 << 20
 
@@ -28,11 +29,6 @@ jax.block_until_ready(held)
 print("ARRAYS", len(held), flush=True)
 switchyard.shutdown()
 """
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def settles_below(pid: int, bound: int, timeout_s: float = 30) -> int:
@@ -81,14 +77,6 @@ switchyard.shutdown()
 """
 
 
-def peak_rss_since_reset(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM")
-
-
 @pytest.mark.parametrize("plane", ["bulk", "grpc"])
 def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
     """A 1 GiB device_put to one device goes on to its worker as it arrives, and a 1 GiB
@@ -101,13 +89,12 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
     with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
         proxy, worker = cluster.child_pid("proxy"), cluster.child_pid("worker")
         idle, worker_idle = rss(proxy), rss(worker)
-        with open(f"/proc/{proxy}/clear_refs", "w") as f:
-            f.write("5")  # the peak starts again from now
+        reset_peak_rss(proxy)  # the peak starts again from now
         out = subprocess.run([sys.executable, "-c", UPLOADER.replace("SIZE", str(size))],
                              env={**os.environ, **cluster.env()}, capture_output=True, text=True,
                              timeout=600)
         assert "MOVED" in out.stdout, out.stderr[-3000:]
-        peak = peak_rss_since_reset(proxy)
+        peak = peak_rss(proxy)
         assert peak <= idle + 512 * MIB, (plane, idle // MIB, peak // MIB)
         if plane == "bulk":
             # And both give it back: what they kept for reuse (1 GiB on the worker) is

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import switchyard
-from conftest import metric_at
+from conftest import metric_at, peak_rss, reset_peak_rss, rss
 
 MIB = 1 << 20
 
@@ -80,3 +80,40 @@ def test_up_leaves_a_fifth_of_the_memory_to_the_processes_and_the_system():
     assert proxy > 0 and workers[0] == workers[1] > 0
     assert sum(workers) + proxy <= 0.8 * memory
     assert sum(workers) / proxy == pytest.approx(3, rel=0.01)
+
+
+STREAMED = """
+import numpy as np, jax, jax.numpy as jnp, switchyard
+switchyard.initialize()
+try:
+    jax.device_put(np.ones(SIZE, np.uint8), jax.devices()[0]).block_until_ready()
+    print("NOT REFUSED", flush=True)
+except Exception as e:
+    assert "RESOURCE_EXHAUSTED" in str(e) and "--max_buffer_bytes" in str(e), e
+    print("REFUSED", flush=True)
+assert float(jnp.sum(jnp.ones(4))) == 4.0
+print("GOES ON", flush=True)
+switchyard.shutdown()
+"""
+
+
+def test_an_upload_streamed_past_the_bound_is_refused_and_held_by_no_one():
+    """An upload one device takes whole streams through the proxy in its window (the
+    proxy charges it the window only), so the worker's bound is what refuses one larger
+    than it: neither the proxy nor the worker holds the upload meanwhile."""
+    bound = 256 * MIB
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1,
+                                 flags=(f"--max_buffer_bytes={bound}",)) as cluster:
+        pids = {"proxy": cluster.child_pid("proxy"), "worker": cluster.child_pid("worker", 0)}
+        idle = {role: rss(pid) for role, pid in pids.items()}
+        for pid in pids.values():
+            reset_peak_rss(pid)
+        done = subprocess.run([sys.executable, "-c", STREAMED.replace("SIZE", str(2 * bound))],
+                              env={**os.environ, **cluster.env()}, text=True,
+                              capture_output=True, timeout=300)
+        for line in ("REFUSED", "GOES ON"):
+            assert line in done.stdout, done.stdout + done.stderr[-3000:]
+        for role, pid in pids.items():
+            assert peak_rss(pid) <= idle[role] + 192 * MIB, (role, idle[role] // MIB,
+                                                             peak_rss(pid) // MIB)
+
