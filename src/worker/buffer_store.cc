@@ -126,8 +126,16 @@ std::vector<uint64_t> BufferStore::Delete(const std::vector<uint64_t>& ids) {
     doomed.push_back(std::move(it->second));
     buffers_.erase(it);
   }
+  ShrinkLocked();
   deleted_.fetch_add(static_cast<int64_t>(doomed.size()));
   return not_found;
+}
+
+void BufferStore::ShrinkLocked() {
+  constexpr size_t kSmallTable = 4096;
+  if (buffers_.capacity() > kSmallTable && buffers_.size() < buffers_.capacity() / 8) {
+    buffers_.rehash(0);  // to fit what is left
+  }
 }
 
 int64_t BufferStore::DeleteOwned(uint64_t owner) {
@@ -143,6 +151,7 @@ int64_t BufferStore::DeleteOwned(uint64_t owner) {
     doomed.push_back(std::move(it->second));
     buffers_.erase(it++);
   }
+  ShrinkLocked();
   deleted_.fetch_add(static_cast<int64_t>(doomed.size()));
   return doomed.size();
 }

@@ -100,6 +100,10 @@ class BufferStore {
   int64_t deleted() const { return deleted_.load(); }
 
  private:
+  // A table that held a million buffers keeps their slots after they go (tens of MiB,
+  // never given back): it is rebuilt to fit once it is mostly empty.
+  void ShrinkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+
   const int64_t max_bytes_;
   std::atomic<int64_t> deleted_{0};
   mutable absl::Mutex mutex_;
