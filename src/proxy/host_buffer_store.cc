@@ -173,6 +173,15 @@ absl::Status HostBuffer::WaitRoom(int64_t end, absl::Time deadline, const Cancel
     }
     mutex_.AwaitWithTimeout(absl::Condition(&room), std::min(left, kCancelPoll));
   }
+  // Charged for what it holds once this write is in: its window and the grain not yet
+  // given back, or one larger chunk let through when nothing was outstanding.
+  if (windowed() && account_ != nullptr) {
+    const int64_t held = std::min(size_, end - dropped_);
+    if (held > charged_) {
+      SY_RETURN_IF_ERROR(account_->Take(held - charged_));
+      charged_ = held;
+    }
+  }
   granted_ = std::max(granted_, end);
   return absl::OkStatus();
 }
@@ -323,11 +332,15 @@ absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> b
 absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t handle, int64_t size,
                                                                    int64_t window) {
   {
+    // Refused before anything is charged or allocated for it; `Add` checks again.
     absl::MutexLock lock(&mutex_);
     if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
+    if (buffers_.count(handle) > 0) {
+      return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
+    }
   }
   const int64_t charge = window > 0 && window < size ? window : size;
-  SY_RETURN_IF_ERROR(account_->Take(charge));  // before anything is allocated for it
+  SY_RETURN_IF_ERROR(account_->Take(charge));
   absl::StatusOr<std::unique_ptr<HostBytes>> space = HostBytes::Allocate(size);
   if (!space.ok()) {
     account_->Give(charge);

@@ -97,8 +97,9 @@ class HostBuffer {
       ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t charged() const ABSL_LOCKS_EXCLUDED(mutex_);
   // For the writer, before it writes the bytes up to `end`: waits for room in the
-  // window (always there when nothing is outstanding). NOT_FOUND past `deadline`,
-  // CANCELLED if `cancelled()`.
+  // window (always there when nothing is outstanding), and charges what the buffer will
+  // hold then past its charge. NOT_FOUND past `deadline`, CANCELLED if `cancelled()`,
+  // RESOURCE_EXHAUSTED past a bound (a chunk far larger than the window).
   absl::Status WaitRoom(int64_t end, absl::Time deadline, const CancelledFn& cancelled = nullptr)
       ABSL_LOCKS_EXCLUDED(mutex_);
   // For the one reader streaming the buffer on: `WaitFor` leaving the window open.

@@ -331,6 +331,15 @@ TEST(HostBufferWindowTest, AWindowedUploadIsChargedItsWindowUntilReadWhole) {
   std::shared_ptr<HostBuffer> second = Windowed(store, 2);
   EXPECT_EQ(store.bytes(), 8 * kMiB);
   EXPECT_EQ(budget->held(), 8 * kMiB);
+  // One chunk far larger than the window (let through when nothing is outstanding) is
+  // charged for what it holds: past the bound it is refused.
+  auto bulky = store.Begin(3, 16 * kMiB, 4 * kMiB);
+  ASSERT_TRUE(bulky.ok());
+  absl::Status room = (*bulky)->WaitRoom(16 * kMiB, absl::Now());
+  EXPECT_EQ(room.code(), absl::StatusCode::kResourceExhausted) << room;
+  bulky->reset();
+  ASSERT_TRUE(store.Delete(3).ok());
+  EXPECT_EQ(store.bytes(), 8 * kMiB);
   // A reader that needs one whole (a split or replicated array) is refused, naming
   // the bound, when the rest does not fit; the window stays, so the writer is bounded.
   absl::StatusOr<absl::string_view> whole = first->WaitFor(16 * kMiB, absl::Now());
