@@ -49,7 +49,19 @@ absl::Status HostBuffer::Fill(std::unique_ptr<HostBytes> data) {
     finished_ = true;
     return status_;
   }
-  arrived_ = static_cast<int64_t>(data->size());
+  // Sized only now (a string array's contents): charged now, refused past a bound.
+  const int64_t size = static_cast<int64_t>(data->size());
+  if (size_ < 0 && account_ != nullptr && size > charged_) {
+    if (absl::Status taken = account_->Take(size - charged_); !taken.ok()) {
+      status_ =
+          absl::Status(taken.code(), absl::StrCat("this string array's contents (", size,
+                                                  " bytes) cannot be staged: ", taken.message()));
+      finished_ = true;
+      return status_;
+    }
+    charged_ = size;
+  }
+  arrived_ = size;
   bytes_ = std::move(data);
   finished_ = true;
   return absl::OkStatus();

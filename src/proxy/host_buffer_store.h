@@ -64,7 +64,7 @@ class HostBuffer {
   // Ends the upload; a short one or `status` fails every reader.
   void Finish(absl::Status status = absl::OkStatus()) ABSL_LOCKS_EXCLUDED(mutex_);
   // Completes a buffer arriving in one piece; DATA_LOSS for the wrong size (any size
-  // for kSizedByFill).
+  // for kSizedByFill, charged then: RESOURCE_EXHAUSTED past a bound).
   absl::Status Fill(std::unique_ptr<HostBytes> data) ABSL_LOCKS_EXCLUDED(mutex_);
 
   // The first `bytes` bytes (at most `size()`), once they have arrived. NOT_FOUND

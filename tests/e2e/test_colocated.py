@@ -54,6 +54,53 @@ def test_colocated_python(cluster, writable, init):
     assert wait_for_no_sidecars(cluster), "the session ended but its sidecars did not"
 
 
+STRINGS_PAST_THE_BOUND = """
+import jax, numpy as np, switchyard
+jax.config.update("jax_platforms", "proxy,cpu")
+switchyard.initialize()
+from jax.experimental import colocated_python as cp
+cpu = cp.colocated_cpu_devices(jax.devices())
+
+@cp.colocated_python
+def repeat(x):
+    import jax
+    import numpy as np
+    data = np.asarray(x.addressable_shards[0].data)
+    return jax.device_put(np.strings.multiply(data, 8), x.sharding)
+
+def fetch(x):
+    return list(np.asarray(x.addressable_shards[0].data))
+
+words = np.array(["x" * 1000] * 256, dtype=np.dtypes.StringDType())
+small = repeat(jax.device_put(words[:4], cpu[0]))
+assert fetch(small) == ["x" * 8000] * 4
+print("SMALL", flush=True)
+large = repeat(jax.device_put(words, cpu[0]))  # 2 MB of contents
+try:
+    fetch(large)
+    print("FETCHED PAST THE BOUND", flush=True)
+except Exception as e:
+    assert "RESOURCE_EXHAUSTED" in str(e) and "--session_max_host_buffer_bytes" in str(e), e
+    print("REFUSED AT THE BOUND", flush=True)
+assert fetch(small) == ["x" * 8000] * 4
+print("GOES ON", flush=True)
+switchyard.shutdown()
+"""
+
+
+def test_a_string_array_fetch_past_the_session_bound_is_refused():
+    """A string array's fetch is sized only once its contents are read: it is charged
+    then, and one past the session's host-buffer bound is refused naming the bound while
+    the session goes on."""
+    flags = ("--session_max_host_buffer_bytes=1048576",)
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
+        env = {**os.environ, **cluster.env()}
+        out = subprocess.run([sys.executable, "-c", STRINGS_PAST_THE_BOUND], env=env,
+                             capture_output=True, text=True, timeout=300)
+        for line in ("SMALL", "REFUSED AT THE BOUND", "GOES ON"):
+            assert line in out.stdout, out.stdout + out.stderr[-3000:]
+
+
 def sidecars(cluster):
     """Pids of the workers' sidecar processes."""
     workers = {cluster.child_pid("worker", s) for s in range(2)}

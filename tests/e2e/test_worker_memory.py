@@ -90,7 +90,7 @@ try:
     print("NOT REFUSED", flush=True)
 except Exception as e:
     assert "RESOURCE_EXHAUSTED" in str(e) and "--max_buffer_bytes" in str(e), e
-    print("REFUSED", flush=True)
+    print("REFUSED AT THE BOUND", flush=True)
 assert float(jnp.sum(jnp.ones(4))) == 4.0
 print("GOES ON", flush=True)
 switchyard.shutdown()
@@ -111,7 +111,7 @@ def test_an_upload_streamed_past_the_bound_is_refused_and_held_by_no_one():
         done = subprocess.run([sys.executable, "-c", STREAMED.replace("SIZE", str(2 * bound))],
                               env={**os.environ, **cluster.env()}, text=True,
                               capture_output=True, timeout=300)
-        for line in ("REFUSED", "GOES ON"):
+        for line in ("REFUSED AT THE BOUND", "GOES ON"):
             assert line in done.stdout, done.stdout + done.stderr[-3000:]
         for role, pid in pids.items():
             assert peak_rss(pid) <= idle[role] + 192 * MIB, (role, idle[role] // MIB,

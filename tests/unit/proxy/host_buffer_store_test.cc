@@ -178,6 +178,25 @@ TEST(HostBufferStoreTest, MaxBytesBoundsWhatIsHeldAtOnce) {
   EXPECT_TRUE(store.Begin(5, 6).ok());  // room again
 }
 
+TEST(HostBufferStoreTest, ABufferSizedByItsFillIsChargedAtTheFill) {
+  HostBufferStore store(/*max_bytes=*/10);
+  auto small = store.Expect(1, HostBuffer::kSizedByFill);
+  ASSERT_TRUE(small.ok());
+  ASSERT_TRUE((*small)->Fill(Bytes("strings")).ok());
+  EXPECT_EQ(store.bytes(), 7);
+  auto large = store.Expect(2, HostBuffer::kSizedByFill);
+  ASSERT_TRUE(large.ok());
+  absl::Status over = (*large)->Fill(Bytes("more strings"));
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(over.message().find("--session_max_host_buffer_bytes"), std::string::npos) << over;
+  // Its readers learn why; nothing of it stays charged.
+  EXPECT_EQ((*large)->WaitAll(absl::Now()).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(store.bytes(), 7);
+  small->reset();
+  ASSERT_TRUE(store.Delete(1).ok());
+  EXPECT_EQ(store.bytes(), 0);
+}
+
 TEST(HostBufferStoreTest, ABudgetBoundsAllSessionsTogetherAndGetsEveryByteBack) {
   auto budget = std::make_shared<HostBufferBudget>(/*max_bytes=*/10);
   auto first = std::make_unique<HostBufferStore>(/*max_bytes=*/0, budget);
