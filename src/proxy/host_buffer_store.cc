@@ -331,12 +331,17 @@ HostBufferBounds ResolveHostBufferBounds(int64_t session_flag, int64_t proxy_fla
   return bounds;
 }
 
-absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
-  absl::MutexLock lock(&mutex_);
+absl::Status HostBufferStore::CheckNewLocked(uint64_t handle) const {
   if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
   if (buffers_.count(handle) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status HostBufferStore::Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) {
+  absl::MutexLock lock(&mutex_);
+  SY_RETURN_IF_ERROR(CheckNewLocked(handle));
   buffers_.emplace(handle, std::move(buffer));
   return absl::OkStatus();
 }
@@ -346,10 +351,7 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t hand
   {
     // Refused before anything is charged or allocated for it; `Add` checks again.
     absl::MutexLock lock(&mutex_);
-    if (shutdown_) return absl::FailedPreconditionError("session is shutting down");
-    if (buffers_.count(handle) > 0) {
-      return absl::AlreadyExistsError(absl::StrCat("host buffer ", handle, " already exists"));
-    }
+    SY_RETURN_IF_ERROR(CheckNewLocked(handle));
   }
   const int64_t charge = window > 0 && window < size ? window : size;
   SY_RETURN_IF_ERROR(account_->Take(charge));

@@ -82,19 +82,7 @@ class HostBuffer {
   // Once the writer has finished: OK if every byte came, else why not. UNAVAILABLE before.
   absl::Status Completion() const ABSL_LOCKS_EXCLUDED(mutex_);
 
-  // A window (an upload larger than `window`; set before its first byte): the writer
-  // keeps at most `window` bytes ahead of what its one streaming reader passed on
-  // (`Sent`), whose pages are given back, so the proxy holds a window of the upload,
-  // not all of it. The window closes for good (the writer goes on unbounded) once a
-  // reader asks with `WaitFor`, which needs the whole buffer (a split or replicated
-  // array), and opens wide (what still arrives is dropped) once `Consumed` says no
-  // reader is left.
-  void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Charges `bytes` of it to `account` now (set once, before any reader), the rest of
-  // its size once its window closes; all given back when the buffer is destroyed,
-  // wherever it is held then.
-  void Charge(std::shared_ptr<HostBufferAccount> account, int64_t bytes)
-      ABSL_LOCKS_EXCLUDED(mutex_);
+  // What its account holds for it now (the store charges it: `HostBufferStore::Begin`).
   int64_t charged() const ABSL_LOCKS_EXCLUDED(mutex_);
   // For the writer, before it writes the bytes up to `end`: waits for room in the
   // window (always there when nothing is outstanding), and charges what the buffer will
@@ -118,6 +106,22 @@ class HostBuffer {
   void Consumed() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  // Only the store charges a buffer and sets its window, so neither comes without the other.
+  friend class HostBufferStore;
+  // A window (an upload larger than `window`; set before its first byte): the writer
+  // keeps at most `window` bytes ahead of what its one streaming reader passed on
+  // (`Sent`), whose pages are given back, so the proxy holds a window of the upload,
+  // not all of it. The window closes for good (the writer goes on unbounded) once a
+  // reader asks with `WaitFor`, which needs the whole buffer (a split or replicated
+  // array), and opens wide (what still arrives is dropped) once `Consumed` says no
+  // reader is left.
+  void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Charges `bytes` of it to `account` now (set once, before any reader), the rest of
+  // its size once its window closes (or, sized by its fill, at `Fill`); all given back
+  // when the buffer is destroyed, wherever it is held then.
+  void Charge(std::shared_ptr<HostBufferAccount> account, int64_t bytes)
+      ABSL_LOCKS_EXCLUDED(mutex_);
+
   static constexpr int64_t kWholeFill = std::numeric_limits<int64_t>::max();
   absl::StatusOr<absl::string_view> WaitLocked(int64_t bytes, absl::Time deadline,
                                                const CancelledFn& cancelled) const
@@ -241,6 +245,8 @@ class HostBufferStore {
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
 
  private:
+  // FAILED_PRECONDITION after `Shutdown`, ALREADY_EXISTS for a handle in use.
+  absl::Status CheckNewLocked(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
   // Makes a buffer (charged already) visible.
   absl::Status Add(uint64_t handle, std::shared_ptr<HostBuffer> buffer) ABSL_LOCKS_EXCLUDED(mutex_);
 
