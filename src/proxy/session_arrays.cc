@@ -342,27 +342,37 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       (void)host_buffers_->Claim(buffer.host_buffer_handle());
       absl::Cleanup consumed = [&host] { host->Consumed(); };
       SY_ASSIGN_OR_RETURN(const std::vector<int64_t> shard_shape, FromShapeProto(buffer.shape()));
-      IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
-      SY_ASSIGN_OR_RETURN(absl::string_view all,
-                          host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
-      // Dense bytes go as they are; strided ones are gathered first.
-      const std::vector<int64_t> strides =
-          DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
-                           HostElementBytes(dtype));
-      absl::string_view data = all;
-      PutPlane plane{policy_.upload_plane, host};
-      if (!strides.empty() ||
-          static_cast<int64_t>(all.size()) != NumElements(shard_shape) * HostElementBytes(dtype)) {
-        SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(all, shard_shape, strides,
-                                                          HostElementBytes(dtype), whole));
-        auto gathered = std::make_shared<const std::string>(std::move(cut));
-        data = *gathered;
-        plane.owner = gathered;
-      }
-      for (int64_t index : spec.addressable_shard_indices(b).indices()) {
+      const auto& indices = spec.addressable_shard_indices(b).indices();
+      for (int64_t index : indices) {
         if (index < 0 || index >= static_cast<int64_t>(sharding.devices.size())) {
           return absl::InvalidArgumentError(absl::StrCat("shard index ", index, " out of range"));
         }
+      }
+      const std::vector<int64_t> strides =
+          DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
+                           HostElementBytes(dtype));
+      const int64_t shard_bytes = NumElements(shard_shape) * HostElementBytes(dtype);
+      // A dense shard for one device streams on as it arrives, and the proxy holds only
+      // a window of it (HostBuffer::SetWindow); one for several devices (replicated) or
+      // strided is read whole first.
+      const bool streamed = strides.empty() && indices.size() == 1 && host->size() == shard_bytes;
+      absl::string_view data;
+      PutPlane plane{policy_.upload_plane, host};
+      if (streamed) {
+        plane.streamed = host.get();
+      } else {
+        SY_ASSIGN_OR_RETURN(data, host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
+        if (!strides.empty() || static_cast<int64_t>(data.size()) != shard_bytes) {
+          // Strided bytes are gathered first.
+          IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
+          SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(data, shard_shape, strides,
+                                                            HostElementBytes(dtype), whole));
+          auto gathered = std::make_shared<const std::string>(std::move(cut));
+          data = *gathered;
+          plane.owner = gathered;
+        }
+      }
+      for (int64_t index : indices) {
         const int64_t device = sharding.devices[index];
         SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
         if (!worker->up()) {  // as in PutHostArray
@@ -370,8 +380,17 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
           continue;
         }
         const uint64_t id = NewWorkerObjectId();
-        SY_ASSIGN_OR_RETURN(uint64_t epoch, PutBuffer(worker, id, device, dtype, shard_shape, data,
-                                                      sharding.memory_kind.value_or(""), plane));
+        const std::string memory_kind = sharding.memory_kind.value_or("");
+        SY_ASSIGN_OR_RETURN(
+            uint64_t epoch,
+            streamed
+                ? PutBuffer(
+                      worker, id, device, dtype, shard_shape, shard_bytes, memory_kind,
+                      [&](int64_t bytes) {
+                        return host->StreamFor(bytes, absl::Now() + kHostBufferWait, cancelled_);
+                      },
+                      plane)
+                : PutBuffer(worker, id, device, dtype, shard_shape, data, memory_kind, plane));
         array->shards[index] = std::make_shared<RemoteBuffer>(
             worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
       }

@@ -283,3 +283,54 @@ def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn
     # Slice 0 is fine, but the session is not: one slice down is one too many.
     assert isinstance(after, str) and "DATA_LOSS" in after, after
     assert "num_elastic_slices=0" in after, after
+
+
+SPLIT_OVER_A_LOST_SLICE = """
+import json, sys, numpy as np, jax, switchyard
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+switchyard.initialize()
+on = {d.slice_index: d for d in jax.devices()}
+# Split over both slices, the lost slice's shard first; each shard past the window.
+rows = NamedSharding(Mesh(np.array([on[1], on[0]]), ("d",)), P("d"))
+print(json.dumps({"slices": sorted(on)}), flush=True)
+sys.stdin.readline()  # the test kills slice 1's worker, for good
+big = jax.device_put(np.ones((2, 20 << 20), np.float32), rows)
+try:
+    np.asarray(big)
+    lost = None
+except jax.errors.JaxRuntimeError as e:
+    lost = str(e)
+live = [s for s in big.addressable_shards if s.device == on[0]][0]
+print(json.dumps({"lost": lost, "live_rows": float(np.asarray(live.data).sum()),
+                  "goes_on": float((jax.device_put(np.ones(4), on[0]) + 1).sum())}), flush=True)
+"""
+
+
+def test_an_upload_split_over_a_lost_slice_passes_its_rows_over(spawn, rm, plugin):
+    """An upload split over a slice that is down (its shard first) and a live one, each
+    shard larger than the proxy's window: the lost shard's bytes are let go as they
+    arrive and the live one's stream on to its worker, so nothing waits on a window no
+    one empties; reading the array names the loss, and the session goes on."""
+    workers = []
+    for s in (0, 1):
+        worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
+                       f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=1")
+        worker.wait_for("registered with the resource manager")
+        workers.append(worker)
+    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
+    proxy.wait_for("slice 1 host 0")
+    env = {**os.environ, "JAX_PLATFORMS": "proxy",
+           "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
+    client = subprocess.Popen([sys.executable, "-c", SPLIT_OVER_A_LOST_SLICE], env=env,
+                              text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        assert json.loads(read_line(client)) == {"slices": [0, 1]}
+        workers[1].stop(signal.SIGKILL)
+        proxy.wait_for("slice 1 host 0 was lost", timeout=15)
+        tell(client, "go")
+        after = json.loads(read_line(client))
+    finally:
+        client.kill()
+    assert "DATA_LOSS" in after["lost"], after
+    assert after["live_rows"] == 20 << 20, after
+    assert after["goes_on"] == 8.0, after

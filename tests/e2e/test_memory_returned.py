@@ -116,6 +116,12 @@ x = jax.device_put(a, jax.devices()[0])
 assert int(jnp.sum(x, dtype=jnp.uint32)) == int(a.sum(dtype=np.uint32))
 print("STREAMED", flush=True)
 del x
+# Split in two, each shard larger than the bound: each streams on to its device.
+split = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("d",)), PartitionSpec("d"))
+y = jax.device_put(np.concatenate([a, a]), split)
+assert int(jnp.sum(y, dtype=jnp.uint32)) == 2 * int(a.sum(dtype=np.uint32)) % 2**32
+print("SPLIT STREAMED", flush=True)
+del y
 both = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("d",)), PartitionSpec())
 try:
     jax.device_put(a, both).block_until_ready()
@@ -131,14 +137,14 @@ switchyard.shutdown()
 
 def test_an_upload_larger_than_the_session_bound_streams_and_only_a_whole_one_is_refused():
     """A streamed upload is charged its window, not its size: one larger than the session's
-    host-buffer bound goes through to one device, while the same array replicated (cut
-    whole on the proxy for each device) is refused naming the bound, and the session goes
-    on."""
+    host-buffer bound goes through to one device, and split over two devices (a shard
+    each larger than the bound), while the same array replicated (read whole on the proxy
+    for each device) is refused naming the bound, and the session goes on."""
     bound = 256 * MIB
     flags = (f"--session_max_host_buffer_bytes={bound}",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=2, flags=flags) as cluster:
         out = subprocess.run(
             [sys.executable, "-c", CHARGED.replace("SIZE", str(bound + 128 * MIB))],
             env={**os.environ, **cluster.env()}, capture_output=True, text=True, timeout=300)
-        for line in ("STREAMED", "REFUSED WHOLE", "GOES ON"):
+        for line in ("STREAMED", "SPLIT STREAMED", "REFUSED WHOLE", "GOES ON"):
             assert line in out.stdout, out.stdout + out.stderr[-3000:]
