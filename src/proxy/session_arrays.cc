@@ -115,7 +115,7 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     ++holders;
     all_whole = all_whole && layout.domains[i].shape() == shape;
   }
-  const HostBuffer* streamed = holders == 1 && all_whole ? &host : nullptr;
+  const HostBuffer* streamed = holders == 1 && all_whole && host.TakeReader() ? &host : nullptr;
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];
@@ -320,6 +320,17 @@ absl::Status Session::HandleMakeErrorArrays(const wire::MakeErrorArraysRequest& 
 absl::Status Session::HandleMakeArraysFromHostBufferShards(
     const wire::MakeArraysFromHostBufferShardsRequest& request,
     wire::MakeArraysFromHostBufferShardsResponse* response) {
+  // A request that fails lets go of the uploads it names that it did not read yet: their
+  // writers, held to a window, would otherwise wait for a reader that never comes.
+  bool made = false;
+  absl::Cleanup unread = [&] {
+    if (made) return;
+    for (const auto& spec : request.specs()) {
+      for (const auto& buffer : spec.host_buffers()) {
+        (void)host_buffers_->Delete(buffer.host_buffer_handle());
+      }
+    }
+  };
   if (request.array_handles_size() != request.specs_size()) {
     return absl::InvalidArgumentError("one array handle per spec is required");
   }
@@ -355,7 +366,9 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       // A dense shard for one device streams on as it arrives, and the proxy holds only
       // a window of it (HostBuffer::SetWindow); one for several devices (replicated) or
       // strided is read whole first.
-      const bool streamed = strides.empty() && indices.size() == 1 && host->size() == shard_bytes;
+      // (Its one reader: a lookup of the same handle must not let go of bytes it needs.)
+      const bool streamed = strides.empty() && indices.size() == 1 && host->size() == shard_bytes &&
+                            host->TakeReader();
       absl::string_view data;
       PutPlane plane{policy_.upload_plane, host};
       if (streamed) {
@@ -399,6 +412,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     SY_RETURN_IF_ERROR(arrays_.Add(request.array_handles(s), std::move(array)));
     response->add_array_handles(request.array_handles(s));
   }
+  made = true;
   return absl::OkStatus();
 }
 
