@@ -322,9 +322,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     wire::MakeArraysFromHostBufferShardsResponse* response) {
   // A request that fails lets go of the uploads it names that it did not read yet: their
   // writers, held to a window, would otherwise wait for a reader that never comes.
-  bool made = false;
   absl::Cleanup unread = [&] {
-    if (made) return;
     for (const auto& spec : request.specs()) {
       for (const auto& buffer : spec.host_buffers()) {
         (void)host_buffers_->Delete(buffer.host_buffer_handle());
@@ -412,7 +410,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
     SY_RETURN_IF_ERROR(arrays_.Add(request.array_handles(s), std::move(array)));
     response->add_array_handles(request.array_handles(s));
   }
-  made = true;
+  std::move(unread).Cancel();
   return absl::OkStatus();
 }
 

@@ -257,29 +257,39 @@ print(json.dumps({"after": after}), flush=True)
 """
 
 
-def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn, rm, plugin):
-
+def lose_slice_1_midway(spawn, rm, plugin, script: str, devices: int, *proxy_flags: str):
+    """Runs `script` against a proxy over 2 slices of `devices` CPU devices each: what it
+    prints first, then (once slice 1's worker is killed for good and it is told to go on)
+    what it prints next, each a JSON line."""
     workers = []
     for s in (0, 1):
         worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
-                       f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=2")
+                       f"--slice_index={s}", f"--pjrt_plugin={plugin}",
+                       f"--cpu_device_count={devices}")
         worker.wait_for("registered with the resource manager")
         workers.append(worker)
     proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}",
-                  "--num_elastic_slices=0")
+                  *proxy_flags)
     proxy.wait_for("slice 1 host 0")
     env = {**os.environ, "JAX_PLATFORMS": "proxy",
            "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
-    client = subprocess.Popen([sys.executable, "-c", NOT_ELASTIC], env=env, text=True,
+    client = subprocess.Popen([sys.executable, "-c", script], env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        assert json.loads(read_line(client)) == {"before": 8.0}
+        before = json.loads(read_line(client))
         workers[1].stop(signal.SIGKILL)
         proxy.wait_for("slice 1 host 0 was lost", timeout=15)  # the RM saw it stop
         tell(client, "go")
-        after = json.loads(read_line(client))["after"]
+        return before, json.loads(read_line(client))
     finally:
         client.kill()
+
+
+def test_a_session_fails_when_more_slices_are_down_than_num_elastic_slices(spawn, rm, plugin):
+    before, after = lose_slice_1_midway(spawn, rm, plugin, NOT_ELASTIC, 2,
+                                        "--num_elastic_slices=0")
+    assert before == {"before": 8.0}
+    after = after["after"]
     # Slice 0 is fine, but the session is not: one slice down is one too many.
     assert isinstance(after, str) and "DATA_LOSS" in after, after
     assert "num_elastic_slices=0" in after, after
@@ -306,31 +316,13 @@ print(json.dumps({"lost": lost, "live_rows": float(np.asarray(live.data).sum()),
 """
 
 
-def test_an_upload_split_over_a_lost_slice_passes_its_rows_over(spawn, rm, plugin):
+def test_an_upload_split_over_a_lost_slice_streams_its_live_shard(spawn, rm, plugin):
     """An upload split over a slice that is down (its shard first) and a live one, each
     shard larger than the proxy's window: the lost shard's bytes are let go as they
     arrive and the live one's stream on to its worker, so nothing waits on a window no
     one empties; reading the array names the loss, and the session goes on."""
-    workers = []
-    for s in (0, 1):
-        worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
-                       f"--slice_index={s}", f"--pjrt_plugin={plugin}", "--cpu_device_count=1")
-        worker.wait_for("registered with the resource manager")
-        workers.append(worker)
-    proxy = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
-    proxy.wait_for("slice 1 host 0")
-    env = {**os.environ, "JAX_PLATFORMS": "proxy",
-           "JAX_BACKEND_TARGET": f"grpc://{proxy_address(proxy)}"}
-    client = subprocess.Popen([sys.executable, "-c", SPLIT_OVER_A_LOST_SLICE], env=env,
-                              text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    try:
-        assert json.loads(read_line(client)) == {"slices": [0, 1]}
-        workers[1].stop(signal.SIGKILL)
-        proxy.wait_for("slice 1 host 0 was lost", timeout=15)
-        tell(client, "go")
-        after = json.loads(read_line(client))
-    finally:
-        client.kill()
+    before, after = lose_slice_1_midway(spawn, rm, plugin, SPLIT_OVER_A_LOST_SLICE, 1)
+    assert before == {"slices": [0, 1]}
     assert "DATA_LOSS" in after["lost"], after
     assert after["live_rows"] == 20 << 20, after
     assert after["goes_on"] == 8.0, after
