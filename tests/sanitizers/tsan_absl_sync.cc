@@ -4,9 +4,14 @@
 // sends our calls to them through these wrappers (-Wl,--wrap, CMakeLists.txt), which
 // tell TSan what each call means: acquiring after a lock is taken, releasing before it
 // is let go. Calls inside abseil or gRPC themselves are not wrapped (tsan.supp).
+// absl::Status is the same case: its reference count drops inside abseil.
 
 #include <sanitizer/tsan_interface.h>
 
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -72,3 +77,16 @@ SY_WRAP(bool, _ZNK4absl7debian312Notification30WaitForNotificationWithTimeoutENS
 SY_WRAP(bool, _ZNK4absl7debian312Notification31WaitForNotificationWithDeadlineENS0_4TimeE,
         (const Notification* n, Time t), (n, t), ,
         if (result) __tsan_acquire(const_cast<Notification*>(n)))
+
+// absl::Status shares one message between its copies and drops the count in abseil
+// (Status::UnrefNonInlined), so TSan cannot see that the copy that frees it comes after
+// every other copy let go: a holder that read the message and a holder that frees it look
+// like a race. Here the count drops in our (instrumented) code; the last holder puts its
+// one reference back and lets abseil free it (with one reference abseil frees at once).
+extern "C" void __real__ZN4absl7debian36Status15UnrefNonInlinedEm(uintptr_t rep);
+extern "C" void __wrap__ZN4absl7debian36Status15UnrefNonInlinedEm(uintptr_t rep) {
+  auto* shared = reinterpret_cast<absl::status_internal::StatusRep*>(rep - 1);
+  if (shared->ref.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  shared->ref.store(1, std::memory_order_relaxed);
+  __real__ZN4absl7debian36Status15UnrefNonInlinedEm(rep);
+}
