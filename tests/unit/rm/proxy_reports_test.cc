@@ -8,7 +8,7 @@
 namespace switchyard::rm {
 namespace {
 
-const absl::Time kStart = absl::FromUnixSeconds(1000);
+const absl::Time kFirstReport = absl::FromUnixSeconds(1000);
 
 ReportProxyRequest Report(uint64_t proxy, const std::string& address, int64_t resident) {
   ReportProxyRequest report;
@@ -24,10 +24,10 @@ ReportProxyRequest Report(uint64_t proxy, const std::string& address, int64_t re
 
 TEST(ProxyReports, ListsTheLatestReportOfEachProxyByAddress) {
   ProxyReports reports(absl::Seconds(10), 8);
-  reports.Report(Report(7, "b:29000", 100), kStart);
-  reports.Report(Report(9, "a:29000", 200), kStart);
-  reports.Report(Report(7, "b:29000", 300), kStart + absl::Seconds(1));
-  std::vector<ProxyStatus> list = reports.List(kStart + absl::Seconds(3));
+  reports.Report(Report(7, "b:29000", 100), kFirstReport);
+  reports.Report(Report(9, "a:29000", 200), kFirstReport);
+  reports.Report(Report(7, "b:29000", 300), kFirstReport + absl::Seconds(1));
+  std::vector<ProxyStatus> list = reports.List(kFirstReport + absl::Seconds(3));
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0].address(), "a:29000");
   EXPECT_EQ(list[0].resident_bytes(), 200);
@@ -43,11 +43,11 @@ TEST(ProxyReports, ListsTheLatestReportOfEachProxyByAddress) {
 
 TEST(ProxyReports, ForgetsAProxyNotHeardFromAndIgnoresProxyZero) {
   ProxyReports reports(absl::Seconds(10), 8);
-  reports.Report(Report(0, "nobody", 1), kStart);
-  reports.Report(Report(1, "gone", 1), kStart);
-  reports.Report(Report(2, "alive", 1), kStart + absl::Seconds(5));
-  EXPECT_EQ(reports.List(kStart + absl::Seconds(10)).size(), 2u);  // exactly 10 s: kept
-  std::vector<ProxyStatus> list = reports.List(kStart + absl::Seconds(11));
+  reports.Report(Report(0, "nobody", 1), kFirstReport);
+  reports.Report(Report(1, "gone", 1), kFirstReport);
+  reports.Report(Report(2, "alive", 1), kFirstReport + absl::Seconds(5));
+  EXPECT_EQ(reports.List(kFirstReport + absl::Seconds(10)).size(), 2u);  // exactly 10 s: kept
+  std::vector<ProxyStatus> list = reports.List(kFirstReport + absl::Seconds(11));
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].address(), "alive");
   EXPECT_EQ(reports.size(), 1u);
@@ -55,12 +55,13 @@ TEST(ProxyReports, ForgetsAProxyNotHeardFromAndIgnoresProxyZero) {
 
 TEST(ProxyReports, PastTheBoundTheOldestGoesAndLongTextIsCut) {
   ProxyReports reports(absl::Seconds(10), 2);
-  reports.Report(Report(1, "first", 1), kStart);
-  reports.Report(Report(2, "second", 1), kStart + absl::Seconds(1));
-  reports.Report(Report(1, "first", 1), kStart + absl::Seconds(2));  // heard again: not oldest
+  reports.Report(Report(1, "first", 1), kFirstReport);
+  reports.Report(Report(2, "second", 1), kFirstReport + absl::Seconds(1));
+  reports.Report(Report(1, "first", 1),
+                 kFirstReport + absl::Seconds(2));  // heard again: not oldest
   reports.Report(Report(3, std::string(limits::kNameBytesMax + 10, 'x'), 1),
-                 kStart + absl::Seconds(3));
-  std::vector<ProxyStatus> list = reports.List(kStart + absl::Seconds(3));
+                 kFirstReport + absl::Seconds(3));
+  std::vector<ProxyStatus> list = reports.List(kFirstReport + absl::Seconds(3));
   ASSERT_EQ(list.size(), 2u);
   EXPECT_EQ(list[0].address(), "first");
   EXPECT_EQ(list[1].address().size(), static_cast<size_t>(limits::kNameBytesMax));
@@ -68,8 +69,8 @@ TEST(ProxyReports, PastTheBoundTheOldestGoesAndLongTextIsCut) {
 
 TEST(ProxyReports, NoRoomListsNothing) {
   ProxyReports reports(absl::Seconds(10), 0);
-  reports.Report(Report(1, "a", 1), kStart);
-  EXPECT_TRUE(reports.List(kStart).empty());
+  reports.Report(Report(1, "a", 1), kFirstReport);
+  EXPECT_TRUE(reports.List(kFirstReport).empty());
 }
 
 }  // namespace
