@@ -127,6 +127,7 @@ absl::Status WorkerConnection::CheckEpoch(uint64_t epoch) const {
 absl::Status WorkerConnection::CheckEpochLocked(uint64_t epoch) const {
   if (!up_) return down_;
   if (epoch == epoch_) return absl::OkStatus();
+  if (epoch == ended_epoch_) return ended_;
   return absl::DataLossError(
       absl::StrCat("lost with ", Describe(), ", which failed or restarted since it was made"));
 }
@@ -203,6 +204,10 @@ void WorkerConnection::MarkDown(uint64_t epoch, absl::string_view reason) {
     ++epoch_;
     down_ = closing_ ? absl::UnavailableError("the proxy is stopping")
                      : absl::DataLossError(absl::StrCat(Describe(), " is down: ", reason));
+    ended_epoch_ = epoch;
+    ended_ = closing_ ? down_
+                      : absl::DataLossError(absl::StrCat("lost with ", Describe(), " when epoch ",
+                                                         epoch, " ended: ", reason));
     // The epoch's streams fail what waits on it as they end (never here: callers may
     // hold locks), once cancelled; that also ends stuck writes.
     for (const auto& [key, state] : live_lanes_) state->stream->Cancel();

@@ -287,6 +287,10 @@ class WorkerConnection {
   uint64_t owner_ ABSL_GUARDED_BY(mutex_) = 0;     // this epoch's owner id on the worker
   std::string lost_boot_ ABSL_GUARDED_BY(mutex_);  // the boot whose epoch ended last
   absl::Status down_ ABSL_GUARDED_BY(mutex_);      // why the connection is down
+  // Why the last epoch ended, kept after a new one begins: what waited on the old epoch
+  // often fails only after the worker is back (its streams end asynchronously).
+  uint64_t ended_epoch_ ABSL_GUARDED_BY(mutex_) = 0;
+  absl::Status ended_ ABSL_GUARDED_BY(mutex_);
   // The current epoch's lanes, by key, to cancel and watch without the write lock.
   absl::flat_hash_map<uint64_t, std::shared_ptr<LaneState>> live_lanes_ ABSL_GUARDED_BY(mutex_);
   std::map<uint64_t, Waiter> waiting_ ABSL_GUARDED_BY(mutex_);  // by seq

@@ -107,6 +107,23 @@ TEST(WorkerConnectionTest, TheRmReportingAHostDownEndsItsEpoch) {
   EXPECT_NE(down.message().find("resource manager reports it down"), std::string::npos) << down;
 }
 
+// What waited on an epoch often fails after the host is back (its streams end
+// asynchronously): it still learns why that epoch ended, e.g. that the host hung.
+TEST(WorkerConnectionTest, AnEpochThatEndedKeepsWhyAfterTheHostIsBack) {
+  WorkerConnection worker(0, 0);
+  worker.Update(Healthy("boot-a"));
+  ASSERT_TRUE(worker.up());
+  worker.Update(HostView{"127.0.0.1:1", "boot-a", /*healthy=*/false, false});
+  worker.Update(Healthy("boot-b"));
+  ASSERT_TRUE(worker.up());
+  constexpr uint64_t kFirstEpoch = 1;
+  absl::Status lost = worker.CheckEpoch(kFirstEpoch);
+  EXPECT_EQ(lost.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(lost.message(),
+            "lost with slice 0 host 0 (worker 127.0.0.1:1) when epoch 1 ended: "
+            "the resource manager reports it down");
+}
+
 TEST(WorkerConnectionTest, ARestartSeenByTheRmEndsTheEpochAndComesUpAgain) {
   WorkerConnection worker(0, 0);
   worker.Update(Healthy("boot-a"));
