@@ -361,19 +361,26 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
           DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
                            HostElementBytes(dtype));
       const int64_t shard_bytes = NumElements(shard_shape) * HostElementBytes(dtype);
+      // A buffer of the wrong size is refused before any of it is read (or staged whole).
+      SY_ASSIGN_OR_RETURN(const int64_t region,
+                          HostRegionBytes(shard_shape, strides, HostElementBytes(dtype)));
+      if (host->size() != region) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "host buffer ", buffer.host_buffer_handle(), " has ", host->size(), " bytes; shard ", b,
+            " of array ", request.array_handles(s), " needs ", region));
+      }
       // A dense shard for one device streams on as it arrives, and the proxy holds only
       // a window of it (HostBuffer::SetWindow); one for several devices (replicated) or
       // strided is read whole first.
       // (Its one reader: a lookup of the same handle must not let go of bytes it needs.)
-      const bool streamed = strides.empty() && indices.size() == 1 && host->size() == shard_bytes &&
-                            host->TakeReader();
+      const bool streamed = strides.empty() && indices.size() == 1 && host->TakeReader();
       absl::string_view data;
       PutPlane plane{policy_.upload_plane, host};
       if (streamed) {
         plane.streamed = host.get();
       } else {
         SY_ASSIGN_OR_RETURN(data, host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
-        if (!strides.empty() || static_cast<int64_t>(data.size()) != shard_bytes) {
+        if (!strides.empty()) {
           // Strided bytes are gathered first.
           IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
           SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(data, shard_shape, strides,

@@ -299,6 +299,49 @@ def test_a_request_naming_an_upload_never_stored_fails_and_the_session_goes_on(c
     session.close()
 
 
+def test_a_shard_whose_upload_is_the_wrong_size_is_refused_before_its_bytes_arrive(cluster):
+    # 8 bytes declared for a shard of four f32 (16): refused at once, while the upload is
+    # still open, instead of after the proxy waited for (and staged) all of it.
+    import queue
+    import threading
+
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    store = host_buffer_store(ch)
+    chunks: queue.Queue = queue.Queue()
+
+    def upload():
+        try:
+            store(iter(chunks.get, None), metadata=store_metadata(session_id, 43, 8), timeout=60)
+        except grpc.RpcError:
+            pass  # the request let go of it: how the upload ends is not the point
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * 4))
+    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
+    Shards = s.MakeArraysFromHostBufferShardsRequest
+    started = time.monotonic()
+    wrong = session.request(make_arrays_from_host_buffer_shards_request=Shards(
+        array_handles=[43], specs=[Shards.MakeArraysFromHostBufferShardsSpec(
+            addressable_shard_indices=[Shards.ShardIndices(indices=[0])],
+            host_buffers=[Shards.HostBuffer(dtype=f32, shape=t.ShapeProto(dims=[4]),
+                                            host_buffer_handle=43)],
+            array_spec=t.ArraySpecProto(dtype=f32, shape=t.ShapeProto(dims=[4]),
+                                        sharding=single_device(0)))]))
+    assert status(wrong) == grpc.StatusCode.INVALID_ARGUMENT.value[0], wrong
+    assert wrong.response_metadata.status.message == (
+        "host buffer 43 has 8 bytes; shard 0 of array 43 needs 16")
+    assert time.monotonic() - started < 5
+    chunks.put(None)
+    uploader.join(timeout=30)
+    assert not uploader.is_alive()
+    assert status(session.request(get_default_device_assignment_request=(
+        s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
+    session.close()
+
+
 def test_default_layout_of_a_shape_or_device_that_cannot_be_is_refused(cluster):
     session = RawSession(channel(cluster.target))
     session.request(init_request=s.InitRequest())
