@@ -258,7 +258,8 @@ inline constexpr int64_t kSharedFilesKeptMax = int64_t{1} << 30;
 // Freed heap goes back to the system (common/heap_trim.h) once a process has been idle
 // this long after letting go of something, at most this often (a trim holds malloc's
 // locks for up to a few hundred ms on a large, fragmented heap), and on a worker only
-// after this many buffer deletions (a few arrays free too little to be worth it).
+// after this many buffer deletions (a few arrays free too little to be worth it) or a
+// compile (measured: a 500-output program's compile left 500 MiB freed but resident).
 inline constexpr int64_t kHeapTrimQuietMs = 2000;
 inline constexpr int64_t kHeapTrimIntervalMinMs = 10 * 1000;
 // malloc arenas the proxy may make. Each session's lanes start threads of their own, and

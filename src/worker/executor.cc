@@ -172,6 +172,7 @@ absl::StatusOr<CompileResponse> Executor::Compile(const CompileRequest& request,
   SY_ASSIGN_OR_RETURN(std::string options, LocalCompileOptions(request, &callback_key));
   const std::string format = request.format().empty() ? "mlir" : request.format();
   auto compiled = CompileOrLoad(request.program(), format, options);
+  ++compilations_;
   if (!compiled.ok()) {
     // The plugin's code (often INTERNAL or UNKNOWN) says little; the program is at fault,
     // or this worker's setup, when a kernel the program calls was never registered.

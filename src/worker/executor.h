@@ -97,6 +97,8 @@ class Executor {
 
   int64_t size() const ABSL_LOCKS_EXCLUDED(mutex_);
   int64_t executions() const { return executions_.load(); }
+  // Compiles and cache loads finished, failed ones too: each let go of its working heap.
+  int64_t compilations() const { return compilations_.load(); }
   // Adds what the finished launches took to `stats`: device seconds by tenant, busy
   // seconds by device, and the latest launches.
   void AddStats(WorkerStats* stats) const;
@@ -197,6 +199,7 @@ class Executor {
 
   absl::flat_hash_map<uint64_t, Loaded> executables_ ABSL_GUARDED_BY(mutex_);
   std::atomic<int64_t> executions_{0};
+  std::atomic<int64_t> compilations_{0};
   std::string missing_kernels_hint_;
   GangVoids gang_voids_;
   const std::shared_ptr<Gate> gate_;

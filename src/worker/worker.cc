@@ -256,11 +256,7 @@ class WorkerServerImpl final : public WorkerServer {
         service_->ReleaseExpiredOwners();
       }
     });
-    // Gives freed heap back once a burst of deletions (a session's end) is over.
-    heap_trimmer_ = std::make_unique<HeapTrimmer>(
-        [this] { return executor_->executions() + buffers_->size(); },
-        [this] { return buffers_->deleted(); },
-        HeapTrimPolicy::Options{.min_freed = limits::kHeapTrimAfterDeletedBuffers});
+    StartHeapTrimmer();
     SY_RETURN_IF_ERROR(StartBulkServer(options));
     SY_ASSIGN_OR_RETURN(
         server_, StartGrpcServer(ServeHost(options.listen_host, options.unix_socket), options.port,
@@ -280,6 +276,19 @@ class WorkerServerImpl final : public WorkerServer {
                         MetricsServer::StartIfEnabled(options.listen_host, options.metrics_port,
                                                       [this] { return RenderMetrics(); }));
     return absl::OkStatus();
+  }
+
+  // Gives freed heap back once a burst of deletions (a session's end) is over, or a
+  // compile: one frees its working heap when done (hundreds of MiB for a large
+  // program), so it counts as many deletions.
+  void StartHeapTrimmer() {
+    heap_trimmer_ = std::make_unique<HeapTrimmer>(
+        [this] { return executor_->executions() + executor_->compilations() + buffers_->size(); },
+        [this] {
+          return buffers_->deleted() +
+                 executor_->compilations() * limits::kHeapTrimAfterDeletedBuffers;
+        },
+        HeapTrimPolicy::Options{.min_freed = limits::kHeapTrimAfterDeletedBuffers});
   }
 
   // Registers with the resource manager and keeps it told (heartbeats), on its thread.

@@ -63,6 +63,32 @@ def test_rounds_of_many_small_arrays_give_their_memory_back():
                                                                   worker_now)
 
 
+COMPILER = """
+import numpy as np, jax, switchyard
+switchyard.initialize()
+f = jax.jit(lambda x: [x + i for i in range(500)])
+jax.block_until_ready(f(jax.device_put(np.ones(16, np.float32), jax.devices()[0])))
+print("COMPILED", flush=True)
+switchyard.shutdown()
+"""
+
+
+def test_a_session_that_compiles_and_makes_few_arrays_gives_the_compile_heap_back():
+    # Compiling this program took the worker ~500 MiB of heap that it freed but kept
+    # resident: the session deleted too few buffers (501) to call for a trim. A compile
+    # now counts as enough; what stays is the plugin's first-use state (~100 MiB here).
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1) as cluster:
+        env = {**os.environ, **cluster.env()}
+        worker = cluster.child_pid("worker", 0)
+        idle = rss(worker)
+        out = subprocess.run([sys.executable, "-c", COMPILER], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert "COMPILED" in out.stdout, out.stderr[-3000:]
+        bound = idle + 240 * MIB
+        now = settles_below(worker, bound)
+        assert now <= bound, (idle // MIB, now // MIB)
+
+
 UPLOADER = """
 import numpy as np, jax, jax.numpy as jnp, switchyard
 switchyard.initialize()
