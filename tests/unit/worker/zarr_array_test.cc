@@ -3,6 +3,7 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -13,11 +14,19 @@
 namespace switchyard::worker {
 namespace {
 
-std::string TempDir() {
-  std::string dir = absl::StrCat(::testing::TempDir(), "/zarr_XXXXXX");
-  EXPECT_NE(mkdtemp(dir.data()), nullptr);
-  return dir;
-}
+// Each test's own directory, removed after it.
+class ZarrArrayTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string dir = absl::StrCat(::testing::TempDir(), "/zarr_XXXXXX");
+    ASSERT_NE(mkdtemp(dir.data()), nullptr);
+    root_ = dir;
+  }
+  void TearDown() override {
+    if (!root_.empty()) std::filesystem::remove_all(root_);
+  }
+  std::string root_;
+};
 
 // 0, 1, 2, ... as int32.
 std::vector<int32_t> Iota(int64_t n, int32_t from = 0) {
@@ -39,7 +48,7 @@ std::vector<int32_t> Box(int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   return out;
 }
 
-TEST(ZarrArrayTest, MetadataRoundTrips) {
+TEST_F(ZarrArrayTest, MetadataRoundTrips) {
   ZarrArray array{BF16, {8, 4}, {4, 4}};
   auto text = ZarrMetadata(array);
   ASSERT_TRUE(text.ok()) << text.status();
@@ -51,7 +60,7 @@ TEST(ZarrArrayTest, MetadataRoundTrips) {
   EXPECT_EQ(parsed->chunks, array.chunks);
 }
 
-TEST(ZarrArrayTest, ParsesWhatOtherWritersWrite) {
+TEST_F(ZarrArrayTest, ParsesWhatOtherWritersWrite) {
   auto parsed = ParseZarrMetadata(
       R"({"chunks":[2],"compressor":null,"dtype":"<i8","fill_value":0,"filters":null,)"
       R"("order":"C","shape":[3],"zarr_format":2})");
@@ -59,7 +68,7 @@ TEST(ZarrArrayTest, ParsesWhatOtherWritersWrite) {
   EXPECT_EQ(parsed->dtype, S64);
 }
 
-TEST(ZarrArrayTest, RefusesWhatItCannotDecode) {
+TEST_F(ZarrArrayTest, RefusesWhatItCannotDecode) {
   EXPECT_TRUE(absl::IsUnimplemented(
       ParseZarrMetadata(R"({"zarr_format":2,"shape":[4],"chunks":[4],"dtype":"<f4",)"
                         R"("compressor":{"id":"zstd"}})")
@@ -78,8 +87,8 @@ TEST(ZarrArrayTest, RefusesWhatItCannotDecode) {
 }
 
 // A 6x5 array in 4x3 chunks (edge chunks are partial), read back in other boxes.
-TEST(ZarrArrayTest, ShardsWrittenAsChunksReadBackInAnyBox) {
-  const std::string dir = TempDir() + "/w";
+TEST_F(ZarrArrayTest, ShardsWrittenAsChunksReadBackInAnyBox) {
+  const std::string dir = root_ + "/w";
   const ZarrArray array{S32, {6, 5}, {4, 3}};
   ASSERT_TRUE(WriteZarrMetadata(dir, array).ok());
   for (int64_t r : {0, 4}) {
@@ -103,8 +112,8 @@ TEST(ZarrArrayTest, ShardsWrittenAsChunksReadBackInAnyBox) {
   }
 }
 
-TEST(ZarrArrayTest, AScalar) {
-  const std::string dir = TempDir() + "/s";
+TEST_F(ZarrArrayTest, AScalar) {
+  const std::string dir = root_ + "/s";
   const ZarrArray array{S32, {}, {}};
   ASSERT_TRUE(WriteZarrMetadata(dir, array).ok());
   const std::vector<int32_t> value{42};
@@ -116,8 +125,8 @@ TEST(ZarrArrayTest, AScalar) {
   EXPECT_EQ(out, 42);
 }
 
-TEST(ZarrArrayTest, AMissingChunkReadsAsZeros) {
-  const std::string dir = TempDir() + "/m";
+TEST_F(ZarrArrayTest, AMissingChunkReadsAsZeros) {
+  const std::string dir = root_ + "/m";
   ASSERT_TRUE(WriteZarrMetadata(dir, {S32, {4}, {2}}).ok());
   const std::vector<int32_t> first{7, 8};
   ASSERT_TRUE(WriteChunk(dir, {S32, {4}, {2}}, {0}, {2}, Bytes(first)).ok());
@@ -128,8 +137,8 @@ TEST(ZarrArrayTest, AMissingChunkReadsAsZeros) {
   EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 0, 0}));
 }
 
-TEST(ZarrArrayTest, ReadsAreChecked) {
-  const std::string dir = TempDir() + "/c";
+TEST_F(ZarrArrayTest, ReadsAreChecked) {
+  const std::string dir = root_ + "/c";
   ASSERT_TRUE(WriteZarrMetadata(dir, {S32, {4}, {2}}).ok());
   std::vector<int32_t> out(4);
   absl::Span<char> span(reinterpret_cast<char*>(out.data()), 16);
@@ -144,8 +153,8 @@ TEST(ZarrArrayTest, ReadsAreChecked) {
   EXPECT_TRUE(absl::IsDataLoss(ReadBox(dir, S32, {4}, {0}, {4}, span)));
 }
 
-TEST(ZarrArrayTest, AShardThatIsNotAChunkIsRefused) {
-  const std::string dir = TempDir() + "/n";
+TEST_F(ZarrArrayTest, AShardThatIsNotAChunkIsRefused) {
+  const std::string dir = root_ + "/n";
   const std::vector<int32_t> values = Iota(2);
   EXPECT_FALSE(WriteChunk(dir, {S32, {4}, {2}}, {1}, {2}, Bytes(values)).ok());
   EXPECT_FALSE(WriteChunk(dir, {S32, {4}, {2}}, {0}, {1}, Bytes(values)).ok());
