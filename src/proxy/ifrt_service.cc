@@ -402,6 +402,9 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
   absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
       FindUploadStore(*context, metadata);
   if (!store.ok()) return ToGrpcStatus(store.status());
+  // Ended with the session, also once a request has taken the buffer out of the store.
+  const uint64_t call = (*store)->AddUploadCall([context] { context->TryCancel(); });
+  absl::Cleanup forget_call = [&] { (*store)->RemoveUploadCall(call); };
   // Visible to the session at once: an array made from it goes on to its worker while
   // the rest arrives. Read no further ahead of the worker than the window (its reader
   // may stream it on), and only the window charged until a reader needs it whole.

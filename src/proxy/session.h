@@ -368,6 +368,11 @@ class Session {
                                                  const ::xla::ifrt::ArraySpecProto& spec,
                                                  bool reuse, TransferBatch& batch);
   absl::StatusOr<std::shared_ptr<Executable>> GetExecutable(uint64_t handle) const;
+  // Where a put of bytes `owner` keeps may go (PutPlane), stopped by the session's end.
+  PutPlane UploadPlane(std::shared_ptr<const void> owner,
+                       const HostBuffer* streamed = nullptr) const {
+    return {policy_.upload_plane, std::move(owner), streamed, cancelled_};
+  }
 
   const uint64_t id_;
   const Version version_;

@@ -144,16 +144,15 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
                                                   ? host.StreamFor(bytes, deadline, cancelled_)
                                                   : host.WaitFor(bytes, deadline, cancelled_);
                                      },
-                                     PutPlane{policy_.upload_plane, host_buffer, streamed}));
+                                     UploadPlane(host_buffer, streamed)));
     } else {
       SY_ASSIGN_OR_RETURN(absl::string_view all,
                           host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
       SY_ASSIGN_OR_RETURN(std::string cut,
                           ExtractShard(all, shape, byte_strides, element_bytes, layout.domains[i]));
       auto shard = std::make_shared<const std::string>(std::move(cut));
-      SY_ASSIGN_OR_RETURN(epoch,
-                          PutBuffer(worker, id, device, dtype, layout.domains[i].shape(), *shard,
-                                    memory_kind, PutPlane{policy_.upload_plane, shard}));
+      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(),
+                                           *shard, memory_kind, UploadPlane(shard)));
     }
     array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device,
                                                       WorkerConnection::Ticket{epoch, 0, 0, id_});
@@ -375,7 +374,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       // (Its one reader: a lookup of the same handle must not let go of bytes it needs.)
       const bool streamed = strides.empty() && indices.size() == 1 && host->TakeReader();
       absl::string_view data;
-      PutPlane plane{policy_.upload_plane, host};
+      PutPlane plane = UploadPlane(host);
       if (streamed) {
         plane.streamed = host.get();
       } else {

@@ -1,7 +1,6 @@
 #include "proxy/worker_calls.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <optional>
 
@@ -46,8 +45,11 @@ namespace {
 class ArrivingBytes final : public bulk::Source {
  public:
   ArrivingBytes(absl::Span<const char> memory, std::shared_ptr<const void> owner,
-                const HostBuffer* streamed)
-      : memory_(memory), owner_(std::move(owner)), streamed_(streamed) {}
+                const HostBuffer* streamed, CancelledFn cancelled)
+      : memory_(memory),
+        owner_(std::move(owner)),
+        streamed_(streamed),
+        cancelled_(std::move(cancelled)) {}
   int64_t size() const override { return static_cast<int64_t>(memory_.size()); }
   absl::Span<const char> Contiguous() const override { return memory_; }
   absl::Status Read(int64_t offset, absl::Span<char> out) const override {
@@ -59,9 +61,8 @@ class ArrivingBytes final : public bulk::Source {
   absl::Status Await(int64_t end) const override ABSL_LOCKS_EXCLUDED(mutex_) {
     if (streamed_ != nullptr) {
       // As long as the puller waits for a byte: past that it has given up.
-      absl::StatusOr<absl::string_view> there =
-          streamed_->StreamFor(end, absl::Now() + absl::Seconds(limits::kBulkUploadIdleS),
-                               [this] { return stopped_.load(); });
+      absl::StatusOr<absl::string_view> there = streamed_->StreamFor(
+          end, absl::Now() + absl::Seconds(limits::kBulkUploadIdleS), [this] { return Stopped(); });
       return there.status();
     }
     absl::MutexLock lock(&mutex_);
@@ -75,6 +76,10 @@ class ArrivingBytes final : public bulk::Source {
     }
     return arrived_ >= end ? absl::OkStatus() : failed_;
   }
+  bool Stopped() const ABSL_LOCKS_EXCLUDED(stop_mutex_) {
+    absl::ReaderMutexLock lock(&stop_mutex_);
+    return stopped_ || (cancelled_ && cancelled_());
+  }
   void Sent(int64_t offset, int64_t end) const override {
     if (streamed_ != nullptr) streamed_->Sent(offset, end);
   }
@@ -82,8 +87,11 @@ class ArrivingBytes final : public bulk::Source {
     absl::MutexLock lock(&mutex_);
     arrived_ = bytes;
   }
-  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_) {
-    stopped_ = true;
+  void Fail(absl::Status status) ABSL_LOCKS_EXCLUDED(mutex_, stop_mutex_) {
+    {
+      absl::MutexLock stop(&stop_mutex_);
+      stopped_ = true;
+    }
     absl::MutexLock lock(&mutex_);
     if (failed_.ok()) failed_ = std::move(status);
   }
@@ -92,7 +100,11 @@ class ArrivingBytes final : public bulk::Source {
   const absl::Span<const char> memory_;
   const std::shared_ptr<const void> owner_;  // keeps `memory_` while the plane reads it
   const HostBuffer* const streamed_;         // kept by `owner_`
-  std::atomic<bool> stopped_{false};
+  const CancelledFn cancelled_;
+  // Held while `cancelled_` runs: once Fail has returned it is never called again, since
+  // it may reach into a session that has ended.
+  mutable absl::Mutex stop_mutex_;
+  bool stopped_ ABSL_GUARDED_BY(stop_mutex_) = false;
   mutable absl::Mutex mutex_;
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mutex_);
@@ -126,7 +138,7 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
   int64_t arrived = std::min<int64_t>(limits::kBulkChunkBytes, size);
   SY_ASSIGN_OR_RETURN(absl::string_view first, prefix(arrived));
   auto source = std::make_shared<ArrivingBytes>(absl::MakeConstSpan(first.data(), size),
-                                                plane.owner, plane.streamed);
+                                                plane.owner, plane.streamed, plane.cancelled);
   source->Arrived(arrived);
   absl::StatusOr<bulk::Ticket> ticket = plane.server->Offer(source);
   if (!ticket.ok()) {
@@ -165,6 +177,10 @@ absl::StatusOr<uint64_t> PutOffered(WorkerConnection* worker, const BufferHeader
     source->Arrived(arrived = next);
   }
   absl::Status status = FromGrpcStatus(writer->Finish());
+  if (!status.ok() && plane.cancelled && plane.cancelled()) {
+    // The pull broke because the session ended: the worker is not at fault.
+    return absl::CancelledError("the session ended while its upload was arriving");
+  }
   if (!status.ok() && plane.streamed != nullptr) {
     // The client's upload failed (or its session ended): the worker is not at fault.
     if (absl::Status upload = plane.streamed->Completion();

@@ -43,6 +43,9 @@ struct PutPlane {
   // keeps: the plane reads it straight from the buffer, and the put, either way, tells
   // the buffer which bytes went on. `prefix` then reads it with `StreamFor`.
   const HostBuffer* streamed = nullptr;
+  // The put's session has ended: the plane stops waiting on the client's bytes (the
+  // upload's RPC may stay open, silent, long after).
+  CancelledFn cancelled;
 };
 
 // Puts a buffer; returns the epoch it was made in.

@@ -79,6 +79,20 @@ def single_device(device_id):
         data=t.SingleDeviceShardingProto(device_id=device_id).SerializeToString()))
 
 
+def one_shard_request(array_handle, host_buffer_handle, dims):
+    """A MakeArraysFromHostBufferShards request: one f32 array on device 0, its one
+    shard from one host buffer."""
+    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
+    shape = t.ShapeProto(dims=dims)
+    Shards = s.MakeArraysFromHostBufferShardsRequest
+    return dict(make_arrays_from_host_buffer_shards_request=Shards(
+        array_handles=[array_handle], specs=[Shards.MakeArraysFromHostBufferShardsSpec(
+            addressable_shard_indices=[Shards.ShardIndices(indices=[0])],
+            host_buffers=[Shards.HostBuffer(dtype=f32, shape=shape,
+                                            host_buffer_handle=host_buffer_handle)],
+            array_spec=t.ArraySpecProto(dtype=f32, shape=shape, sharding=single_device(0)))]))
+
+
 def random_bad_request(rng, session_id):
     """A well-formed request that must fail: unknown handles, bad specs, unsupported ops."""
     h = rng.choice([0, 1, 7, 123456, (1 << 48) + 5, (1 << 64) - 16])
@@ -271,17 +285,9 @@ def test_a_request_naming_an_upload_never_stored_fails_and_the_session_goes_on(c
     # gets NOT_FOUND once the upload has had time to begin, and the next request its answer.
     session = RawSession(channel(cluster.target))
     session.request(init_request=s.InitRequest())
-    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
     sharding = single_device(0)
-    Shards = s.MakeArraysFromHostBufferShardsRequest
     started = time.monotonic()
-    missing = session.request(make_arrays_from_host_buffer_shards_request=Shards(
-        array_handles=[41], specs=[Shards.MakeArraysFromHostBufferShardsSpec(
-            addressable_shard_indices=[Shards.ShardIndices(indices=[0])],
-            host_buffers=[Shards.HostBuffer(dtype=f32, shape=t.ShapeProto(dims=[4]),
-                                            host_buffer_handle=4141)],
-            array_spec=t.ArraySpecProto(dtype=f32, shape=t.ShapeProto(dims=[4]),
-                                        sharding=sharding))]))
+    missing = session.request(**one_shard_request(41, 4141, [4]))
     waited = time.monotonic() - started
     assert status(missing) == grpc.StatusCode.NOT_FOUND.value[0], missing
     assert "host buffer 4141 was never stored" in missing.response_metadata.status.message
@@ -320,16 +326,8 @@ def test_a_shard_whose_upload_is_the_wrong_size_is_refused_before_its_bytes_arri
     uploader = threading.Thread(target=upload)
     uploader.start()
     chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * 4))
-    f32 = t.DTypeProto(kind=t.DTypeProto.KIND_F32)
-    Shards = s.MakeArraysFromHostBufferShardsRequest
     started = time.monotonic()
-    wrong = session.request(make_arrays_from_host_buffer_shards_request=Shards(
-        array_handles=[43], specs=[Shards.MakeArraysFromHostBufferShardsSpec(
-            addressable_shard_indices=[Shards.ShardIndices(indices=[0])],
-            host_buffers=[Shards.HostBuffer(dtype=f32, shape=t.ShapeProto(dims=[4]),
-                                            host_buffer_handle=43)],
-            array_spec=t.ArraySpecProto(dtype=f32, shape=t.ShapeProto(dims=[4]),
-                                        sharding=single_device(0)))]))
+    wrong = session.request(**one_shard_request(43, 43, [4]))
     assert status(wrong) == grpc.StatusCode.INVALID_ARGUMENT.value[0], wrong
     assert wrong.response_metadata.status.message == (
         "host buffer 43 has 8 bytes; shard 0 of array 43 needs 16")
@@ -469,6 +467,55 @@ def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothin
     wait_until(lambda: worker_buffers(cluster) <= before, timeout=5,
                what="the partial buffer freed on the worker", interval=0.05)
     session.close()
+
+
+def test_a_session_that_ends_while_its_upload_stays_open_stops_waiting_for_it(cluster):
+    # The client goes away mid-array while its upload's RPC stays open and silent: the
+    # worker's pull of the array stops at once (not after the 600 s idle bound), and the
+    # session ends, freeing what it staged and what the worker started to store.
+    import queue
+    import threading
+
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    store = host_buffer_store(ch)
+    size = 12 << 20
+    chunks: queue.Queue = queue.Queue()
+
+    def upload():
+        try:
+            store(iter(chunks.get, None), metadata=store_metadata(session_id, 45, size))
+        except grpc.RpcError:
+            pass  # the session's end ends it: how is not the point
+
+    uploader = threading.Thread(target=upload)
+    uploader.start()
+    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
+    before = worker_buffers(cluster)
+    url = cluster.metrics["proxy"]
+    session.send_bytes(s.IfrtRequest(
+        request_metadata=s.RequestMetadata(op_id=9),
+        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
+            sharding=single_device(0), host_buffer_handle=45, array_handle=45)).SerializeToString())
+    wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
+    session.cancel()
+    try:
+        wait_until(lambda: metric_at(url, "switchyard_proxy_sessions") == 0, timeout=20,
+                   what="the session ended", interval=0.05)
+        waits = 'switchyard_proxy_host_buffer_waits{kind="bytes_to_arrive"}'
+        wait_until(lambda: metric_at(url, waits) == 0, timeout=5,
+                   what="no wait left on the upload", interval=0.05)
+        assert metric_at(url, "switchyard_proxy_host_buffer_bytes") == 0
+        wait_until(lambda: worker_buffers(cluster) <= before, timeout=10,
+                   what="the partial buffer freed on the worker", interval=0.05)
+    finally:
+        chunks.put(None)
+        uploader.join(timeout=30)
+    fresh = RawSession(channel(cluster.target))
+    assert status(fresh.request(init_request=s.InitRequest())) == OK
+    fresh.close()
 
 
 QUEUE_AND_DIE = """

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -130,6 +131,23 @@ TEST(HostBufferStoreTest, CancelledAndShutdownEndTheWait) {
   EXPECT_EQ(store.Lookup(5, absl::Seconds(30)).status().code(), absl::StatusCode::kCancelled);
   stopper.join();
   EXPECT_EQ(Store(store, 6, "x").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(HostBufferStoreTest, ShutdownEndsTheUploadCallsStillOpen) {
+  HostBufferStore store;
+  std::vector<int> ended;
+  const uint64_t open = store.AddUploadCall([&] { ended.push_back(1); });
+  const uint64_t done = store.AddUploadCall([&] { ended.push_back(2); });
+  ASSERT_NE(open, 0u);
+  ASSERT_NE(done, open);
+  store.RemoveUploadCall(done);  // that call returned: its context is gone
+  store.Shutdown();
+  EXPECT_EQ(ended, std::vector<int>{1});
+  // A call that comes after the end is not kept (its Begin fails).
+  EXPECT_EQ(store.AddUploadCall([&] { ended.push_back(3); }), 0u);
+  store.Shutdown();
+  store.RemoveUploadCall(open);
+  EXPECT_EQ(ended, std::vector<int>{1});
 }
 
 TEST(HostBufferStoreTest, ABufferInOnePieceIsVisibleAtOnceAndReadWhenFilled) {
