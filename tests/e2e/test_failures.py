@@ -15,7 +15,7 @@ import textwrap
 import pytest
 
 import switchyard
-from conftest import proxy_address, read_line, tell, wait_until, worker_buffers
+from conftest import peak_rss, proxy_address, read_line, scrape, tell, wait_until, worker_buffers
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -257,10 +257,12 @@ print(json.dumps({"after": after}), flush=True)
 """
 
 
-def lose_slice_1_midway(spawn, rm, plugin, script: str, devices: int, *proxy_flags: str):
+def lose_slice_1_midway(spawn, rm, plugin, script: str, devices: int, *proxy_flags: str,
+                        then=None):
     """Runs `script` against a proxy over 2 slices of `devices` CPU devices each: what it
     prints first, then (once slice 1's worker is killed for good and it is told to go on)
-    what it prints next, each a JSON line."""
+    what it prints next, each a JSON line. `then(proxy)` runs after that, the client
+    still there."""
     workers = []
     for s in (0, 1):
         worker = spawn("worker", f"--resource_manager_address={rm.address}", "--server_port=0",
@@ -280,7 +282,10 @@ def lose_slice_1_midway(spawn, rm, plugin, script: str, devices: int, *proxy_fla
         workers[1].stop(signal.SIGKILL)
         proxy.wait_for("slice 1 host 0 was lost", timeout=15)  # the RM saw it stop
         tell(client, "go")
-        return before, json.loads(read_line(client))
+        after = json.loads(read_line(client))
+        if then is not None:
+            then(proxy)
+        return before, after
     finally:
         client.kill()
 
@@ -321,7 +326,15 @@ def test_an_upload_split_over_a_lost_slice_streams_its_live_shard(spawn, rm, plu
     shard larger than the proxy's window: the lost shard's bytes are let go as they
     arrive and the live one's stream on to its worker, so nothing waits on a window no
     one empties; reading the array names the loss, and the session goes on."""
-    before, after = lose_slice_1_midway(spawn, rm, plugin, SPLIT_OVER_A_LOST_SLICE, 1)
+    def nothing_staged(proxy):
+        wait_until(lambda: scrape(proxy)["switchyard_proxy_host_buffer_bytes"] == 0, timeout=10,
+                   what="the proxy's staged bytes back to 0", interval=0.1)
+        # It never held the whole array (160 MiB): measured 89 MiB at its peak, all told.
+        peak = peak_rss(proxy.proc.pid)
+        assert peak < 160 << 20, f"the proxy peaked at {peak >> 20} MiB"
+
+    before, after = lose_slice_1_midway(spawn, rm, plugin, SPLIT_OVER_A_LOST_SLICE, 1,
+                                        "--metrics_port=0", then=nothing_staged)
     assert before == {"slices": [0, 1]}
     assert "DATA_LOSS" in after["lost"], after
     assert after["live_rows"] == 20 << 20, after
