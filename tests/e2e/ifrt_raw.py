@@ -7,6 +7,7 @@ import queue
 import subprocess
 import sys
 import tempfile
+import threading
 
 import grpc
 
@@ -47,6 +48,36 @@ def host_buffer_store(ch):
 def store_metadata(session_id: int, handle: int, size: int) -> list:
     metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=handle, buffer_size=size)
     return [("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())]
+
+
+class OpenUpload:
+    """A HostBufferStore call the test feeds chunk by chunk, on a thread of its own, so the
+    test can send requests while the upload is still open."""
+
+    def __init__(self, ch, session_id: int, handle: int, size: int, timeout: float | None = None):
+        self._chunks: queue.Queue = queue.Queue()
+        self.code: grpc.StatusCode | None = None  # the call's error, once it ended with one
+        call = host_buffer_store(ch)
+        metadata = store_metadata(session_id, handle, size)
+
+        def run():
+            try:
+                call(iter(self._chunks.get, None), metadata=metadata, timeout=timeout)
+            except grpc.RpcError as e:
+                self.code = e.code()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def send(self, data: bytes) -> None:
+        self._chunks.put(g.GrpcHostBufferStoreRequest(data=data))
+
+    def end(self, timeout: float = 30) -> "grpc.StatusCode | None":
+        """Ends the stream where it is and waits for the call; returns its error, if any."""
+        self._chunks.put(None)
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the upload call did not return"
+        return self.code
 
 
 def get_version(ch, min_protocol=16, max_protocol=25, min_serdes=0, max_serdes=6):

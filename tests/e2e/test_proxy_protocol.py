@@ -16,6 +16,7 @@ import switchyard
 from conftest import metric_at, read_line, tell, wait_until, worker_buffers, worker_stat
 from ifrt_raw import (
     SERVICE,
+    OpenUpload,
     RawSession,
     channel,
     g,
@@ -91,6 +92,16 @@ def one_shard_request(array_handle, host_buffer_handle, dims):
             host_buffers=[Shards.HostBuffer(dtype=f32, shape=shape,
                                             host_buffer_handle=host_buffer_handle)],
             array_spec=t.ArraySpecProto(dtype=f32, shape=shape, sharding=single_device(0)))]))
+
+
+def send_u8_array(session, op_id, handle, size):
+    """MakeArrayFromHostBuffer of `size` bytes on device 0, not waiting for its response."""
+    session.send_bytes(s.IfrtRequest(
+        request_metadata=s.RequestMetadata(op_id=op_id),
+        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
+            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
+            sharding=single_device(0), host_buffer_handle=handle,
+            array_handle=handle)).SerializeToString())
 
 
 def random_bad_request(rng, session_id):
@@ -308,33 +319,18 @@ def test_a_request_naming_an_upload_never_stored_fails_and_the_session_goes_on(c
 def test_a_shard_whose_upload_is_the_wrong_size_is_refused_before_its_bytes_arrive(cluster):
     # 8 bytes declared for a shard of four f32 (16): refused at once, while the upload is
     # still open, instead of after the proxy waited for (and staged) all of it.
-    import queue
-    import threading
-
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    store = host_buffer_store(ch)
-    chunks: queue.Queue = queue.Queue()
-
-    def upload():
-        try:
-            store(iter(chunks.get, None), metadata=store_metadata(session_id, 43, 8), timeout=60)
-        except grpc.RpcError:
-            pass  # the request let go of it: how the upload ends is not the point
-
-    uploader = threading.Thread(target=upload)
-    uploader.start()
-    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * 4))
+    upload = OpenUpload(ch, session_id, 43, 8, timeout=60)
+    upload.send(b"\1" * 4)
     started = time.monotonic()
     wrong = session.request(**one_shard_request(43, 43, [4]))
     assert status(wrong) == grpc.StatusCode.INVALID_ARGUMENT.value[0], wrong
     assert wrong.response_metadata.status.message == (
         "host buffer 43 has 8 bytes; shard 0 of array 43 needs 16")
     assert time.monotonic() - started < 5
-    chunks.put(None)
-    uploader.join(timeout=30)
-    assert not uploader.is_alive()
+    upload.end()  # the request let go of it: how the upload ends is not the point
     assert status(session.request(get_default_device_assignment_request=(
         s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
     session.close()
@@ -425,40 +421,18 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
 def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothing(cluster):
     # The proxy forwards an upload to its worker while it arrives; if the upload then
     # ends short, the array gets DATA_LOSS and the worker keeps no partial buffer.
-    import queue
-    import threading
-
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    store = host_buffer_store(ch)
     size = 12 << 20
-    chunks: queue.Queue = queue.Queue()
-    upload_error = {}
-
-    def upload():
-        try:
-            store(iter(chunks.get, None), metadata=store_metadata(session_id, 41, size))
-        except grpc.RpcError as e:
-            upload_error["code"] = e.code()
-
-    uploader = threading.Thread(target=upload)
-    uploader.start()
-    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
-
+    upload = OpenUpload(ch, session_id, 41, size)
+    upload.send(b"\1" * (5 << 20))
     before = worker_buffers(cluster)
-    sharding = single_device(0)
-    session.send_bytes(s.IfrtRequest(
-        request_metadata=s.RequestMetadata(op_id=7),
-        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
-            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
-            sharding=sharding, host_buffer_handle=41, array_handle=41)).SerializeToString())
+    send_u8_array(session, op_id=7, handle=41, size=size)
     # The first chunks went on to the worker; the forward waits for the rest ...
     wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
-    chunks.put(None)  # ... and the upload ends short
+    assert upload.end() == grpc.StatusCode.DATA_LOSS  # ... and the upload ends short
     response = session.next_response()
-    uploader.join()
-    assert upload_error["code"] == grpc.StatusCode.DATA_LOSS
     assert response.response_metadata.op_id == 7
     assert status(response) == grpc.StatusCode.DATA_LOSS.value[0], response
     # The session goes on, and the worker holds nothing from the failed upload.
@@ -473,32 +447,15 @@ def test_a_session_that_ends_while_its_upload_stays_open_stops_waiting_for_it(cl
     # The client goes away mid-array while its upload's RPC stays open and silent: the
     # worker's pull of the array stops at once (not after the 600 s idle bound), and the
     # session ends, freeing what it staged and what the worker started to store.
-    import queue
-    import threading
-
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    store = host_buffer_store(ch)
     size = 12 << 20
-    chunks: queue.Queue = queue.Queue()
-
-    def upload():
-        try:
-            store(iter(chunks.get, None), metadata=store_metadata(session_id, 45, size))
-        except grpc.RpcError:
-            pass  # the session's end ends it: how is not the point
-
-    uploader = threading.Thread(target=upload)
-    uploader.start()
-    chunks.put(g.GrpcHostBufferStoreRequest(data=b"\1" * (5 << 20)))
+    upload = OpenUpload(ch, session_id, 45, size)
+    upload.send(b"\1" * (5 << 20))
     before = worker_buffers(cluster)
     url = cluster.metrics["proxy"]
-    session.send_bytes(s.IfrtRequest(
-        request_metadata=s.RequestMetadata(op_id=9),
-        make_array_from_host_buffer_request=s.MakeArrayFromHostBufferRequest(
-            dtype=t.DTypeProto(kind=t.DTypeProto.KIND_U8), shape=t.ShapeProto(dims=[size]),
-            sharding=single_device(0), host_buffer_handle=45, array_handle=45)).SerializeToString())
+    send_u8_array(session, op_id=9, handle=45, size=size)
     wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
     session.cancel()
     try:
@@ -511,8 +468,7 @@ def test_a_session_that_ends_while_its_upload_stays_open_stops_waiting_for_it(cl
         wait_until(lambda: worker_buffers(cluster) <= before, timeout=10,
                    what="the partial buffer freed on the worker", interval=0.05)
     finally:
-        chunks.put(None)
-        uploader.join(timeout=30)
+        upload.end()  # the session's end ended it: how is not the point
     fresh = RawSession(channel(cluster.target))
     assert status(fresh.request(init_request=s.InitRequest())) == OK
     fresh.close()
