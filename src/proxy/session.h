@@ -350,6 +350,15 @@ class Session {
                                                       Sharding sharding,
                                                       std::shared_ptr<const HostBuffer> host,
                                                       const std::vector<int64_t>& byte_strides);
+  // Puts one shard on `device`: `bytes`, or where `arriving` is given, that upload's bytes
+  // as they arrive (read with StreamFor when the put streams it: plane.streamed). On a
+  // lost worker, a lost shard.
+  absl::StatusOr<std::shared_ptr<RemoteBuffer>> PutShard(int64_t device, DType dtype,
+                                                         const std::vector<int64_t>& shape,
+                                                         const std::string& memory_kind,
+                                                         const HostBuffer* arriving,
+                                                         absl::string_view bytes,
+                                                         const PutPlane& plane);
   // Gathers an array's shards into one host array laid out by `byte_strides`. Runs off
   // the session thread: touches nothing of the session but `calls_`.
   static absl::StatusOr<std::unique_ptr<HostBytes>> FetchArray(

@@ -63,6 +63,31 @@ void SetSource(const RemoteBuffer& source, WorkerConnection* destination, Buffer
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<RemoteBuffer>> Session::PutShard(
+    int64_t device, DType dtype, const std::vector<int64_t>& shape, const std::string& memory_kind,
+    const HostBuffer* arriving, absl::string_view bytes, const PutPlane& plane) {
+  SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
+  // Accepted, as a put to a live slice would be; reading the array says what was lost
+  // (the client may not wait for this answer, but it does wait for reads).
+  if (!worker->up()) return LostShard(worker, device);
+  const uint64_t id = NewWorkerObjectId();
+  absl::StatusOr<uint64_t> epoch;
+  if (arriving == nullptr) {
+    epoch = PutBuffer(worker, id, device, dtype, shape, bytes, memory_kind, plane);
+  } else {
+    const BytePrefix prefix = [&](int64_t n) {
+      const absl::Time deadline = absl::Now() + kHostBufferWait;
+      return plane.streamed != nullptr ? arriving->StreamFor(n, deadline, cancelled_)
+                                       : arriving->WaitFor(n, deadline, cancelled_);
+    };
+    epoch =
+        PutBuffer(worker, id, device, dtype, shape, arriving->size(), memory_kind, prefix, plane);
+  }
+  SY_RETURN_IF_ERROR(epoch.status());
+  return std::make_shared<RemoteBuffer>(worker, id, device,
+                                        WorkerConnection::Ticket{*epoch, 0, 0, id_});
+}
+
 absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     DType dtype, std::vector<int64_t> shape, Sharding sharding,
     std::shared_ptr<const HostBuffer> host_buffer, const std::vector<int64_t>& byte_strides) {
@@ -85,17 +110,8 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
             "a string array is held whole on each of its devices (single-device or "
             "replicated); split ones are not supported");
       }
-      const int64_t device = sharding.devices[i];
-      SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
-      if (!worker->up()) {
-        array->shards[i] = LostShard(worker, device);
-        continue;
-      }
-      const uint64_t id = NewWorkerObjectId();
-      SY_ASSIGN_OR_RETURN(uint64_t epoch,
-                          PutBuffer(worker, id, device, dtype, shape, std::string(all), ""));
-      array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device,
-                                                        WorkerConnection::Ticket{epoch, 0, 0, id_});
+      SY_ASSIGN_OR_RETURN(array->shards[i],
+                          PutShard(sharding.devices[i], dtype, shape, "", nullptr, all, {}));
     }
     array->sharding = std::move(sharding);
     return array;
@@ -116,46 +132,28 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     all_whole = all_whole && layout.domains[i].shape() == shape;
   }
   const HostBuffer* streamed = holders == 1 && all_whole && host.TakeReader() ? &host : nullptr;
+  const std::string memory_kind = sharding.memory_kind.value_or("");
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
     const int64_t device = sharding.devices[i];
-    const bool whole = byte_strides.empty() && layout.domains[i].shape() == shape;
-    SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
-    const uint64_t id = NewWorkerObjectId();
-    const std::string memory_kind = sharding.memory_kind.value_or("");
-    if (!worker->up()) {
-      // Accepted, as a put to a live slice would be; reading the array says what was
-      // lost (the client may not wait for this answer, but it does wait for reads).
-      array->shards[i] = LostShard(worker, device);
-      continue;
-    }
-    uint64_t epoch;
-    if (whole) {
+    if (byte_strides.empty() && layout.domains[i].shape() == shape) {
       if (host.size() != NumElements(shape) * element_bytes) {
         return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
                                                        " bytes; the array needs ",
                                                        NumElements(shape) * element_bytes));
       }
-      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(
-                                     worker, id, device, dtype, shape, host.size(), memory_kind,
-                                     [&](int64_t bytes) {
-                                       const absl::Time deadline = absl::Now() + kHostBufferWait;
-                                       return streamed != nullptr
-                                                  ? host.StreamFor(bytes, deadline, cancelled_)
-                                                  : host.WaitFor(bytes, deadline, cancelled_);
-                                     },
-                                     UploadPlane(host_buffer, streamed)));
-    } else {
-      SY_ASSIGN_OR_RETURN(absl::string_view all,
-                          host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
-      SY_ASSIGN_OR_RETURN(std::string cut,
-                          ExtractShard(all, shape, byte_strides, element_bytes, layout.domains[i]));
-      auto shard = std::make_shared<const std::string>(std::move(cut));
-      SY_ASSIGN_OR_RETURN(epoch, PutBuffer(worker, id, device, dtype, layout.domains[i].shape(),
-                                           *shard, memory_kind, UploadPlane(shard)));
+      SY_ASSIGN_OR_RETURN(array->shards[i], PutShard(device, dtype, shape, memory_kind, &host, {},
+                                                     UploadPlane(host_buffer, streamed)));
+      continue;
     }
-    array->shards[i] = std::make_shared<RemoteBuffer>(worker, id, device,
-                                                      WorkerConnection::Ticket{epoch, 0, 0, id_});
+    SY_ASSIGN_OR_RETURN(absl::string_view all,
+                        host.WaitAll(absl::Now() + kHostBufferWait, cancelled_));
+    SY_ASSIGN_OR_RETURN(std::string cut,
+                        ExtractShard(all, shape, byte_strides, element_bytes, layout.domains[i]));
+    auto shard = std::make_shared<const std::string>(std::move(cut));
+    SY_ASSIGN_OR_RETURN(array->shards[i],
+                        PutShard(device, dtype, layout.domains[i].shape(), memory_kind, nullptr,
+                                 *shard, UploadPlane(shard)));
   }
   array->sharding = std::move(sharding);
   return array;
@@ -359,7 +357,6 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
       const std::vector<int64_t> strides =
           DropDenseStrides(Strides(buffer.has_byte_strides(), buffer.byte_strides()), shard_shape,
                            HostElementBytes(dtype));
-      const int64_t shard_bytes = NumElements(shard_shape) * HostElementBytes(dtype);
       // A buffer of the wrong size is refused before any of it is read (or staged whole).
       SY_ASSIGN_OR_RETURN(const int64_t region,
                           HostRegionBytes(shard_shape, strides, HostElementBytes(dtype)));
@@ -389,27 +386,11 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
           plane.owner = gathered;
         }
       }
+      const std::string memory_kind = sharding.memory_kind.value_or("");
       for (int64_t index : indices) {
-        const int64_t device = sharding.devices[index];
-        SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(device));
-        if (!worker->up()) {  // as in PutHostArray
-          array->shards[index] = LostShard(worker, device);
-          continue;
-        }
-        const uint64_t id = NewWorkerObjectId();
-        const std::string memory_kind = sharding.memory_kind.value_or("");
-        SY_ASSIGN_OR_RETURN(
-            uint64_t epoch,
-            streamed
-                ? PutBuffer(
-                      worker, id, device, dtype, shard_shape, shard_bytes, memory_kind,
-                      [&](int64_t bytes) {
-                        return host->StreamFor(bytes, absl::Now() + kHostBufferWait, cancelled_);
-                      },
-                      plane)
-                : PutBuffer(worker, id, device, dtype, shard_shape, data, memory_kind, plane));
-        array->shards[index] = std::make_shared<RemoteBuffer>(
-            worker, id, device, WorkerConnection::Ticket{epoch, 0, 0, id_});
+        SY_ASSIGN_OR_RETURN(array->shards[index],
+                            PutShard(sharding.devices[index], dtype, shard_shape, memory_kind,
+                                     streamed ? host.get() : nullptr, data, plane));
       }
     }
     array->sharding = std::move(sharding);
