@@ -262,26 +262,22 @@ absl::Status Session::HandleMakeArrayFromHostBuffer(
     wire::MakeArrayFromHostBufferResponse* response) {
   const uint64_t handle =
       request.has_array_handle() ? request.array_handle() : request.host_buffer_handle();
-  // A malformed request fails at once, not after waiting for its upload (which the
-  // client may still send: the session's end frees it).
-  absl::StatusOr<DType> dtype = FromDTypeProto(request.dtype());
-  absl::StatusOr<Sharding> sharding = ParseSharding(request.sharding());
-  absl::StatusOr<std::vector<int64_t>> shape = FromShapeProto(request.shape());
-  for (const absl::Status& parsed : {dtype.status(), sharding.status(), shape.status()}) {
-    if (parsed.ok()) continue;
-    (void)host_buffers_->Delete(request.host_buffer_handle());
-    return parsed;
-  }
+  // A request that fails before it reads its upload lets go of it, as the shards request
+  // does; a malformed one fails at once, not after waiting for the upload.
+  absl::Cleanup unread = [&] { (void)host_buffers_->Delete(request.host_buffer_handle()); };
+  SY_ASSIGN_OR_RETURN(DType dtype, FromDTypeProto(request.dtype()));
+  SY_ASSIGN_OR_RETURN(Sharding sharding, ParseSharding(request.sharding()));
+  SY_ASSIGN_OR_RETURN(std::vector<int64_t> shape, FromShapeProto(request.shape()));
   SY_ASSIGN_OR_RETURN(auto host,
                       ArrivedUpload(*host_buffers_, request.host_buffer_handle(), cancelled_));
   (void)host_buffers_->Claim(request.host_buffer_handle());
+  std::move(unread).Cancel();
   // Whatever comes of the request, nothing reads the upload after it.
   absl::Cleanup consumed = [&host] { host->Consumed(); };
-  std::vector<int64_t> strides =
-      DropDenseStrides(Strides(request.has_byte_strides(), request.byte_strides()), *shape,
-                       HostElementBytes(*dtype));
+  std::vector<int64_t> strides = DropDenseStrides(
+      Strides(request.has_byte_strides(), request.byte_strides()), shape, HostElementBytes(dtype));
   SY_ASSIGN_OR_RETURN(auto array,
-                      PutHostArray(*dtype, *std::move(shape), *std::move(sharding), host, strides));
+                      PutHostArray(dtype, std::move(shape), std::move(sharding), host, strides));
   SY_RETURN_IF_ERROR(arrays_.Add(handle, std::move(array)));
   response->set_array_handle(handle);
   return absl::OkStatus();
