@@ -420,17 +420,17 @@ absl::Status HostBufferStore::Delete(uint64_t handle) {
   return Claim(handle);
 }
 
-uint64_t HostBufferStore::AddUploadCall(std::function<void()> end) {
+uint64_t HostBufferStore::AddCall(std::function<void()> end) {
   absl::MutexLock lock(&mutex_);
   if (shutdown_) return 0;
-  const uint64_t id = next_upload_call_++;
-  upload_calls_.emplace(id, std::move(end));
+  const uint64_t id = next_call_++;
+  calls_.emplace(id, std::move(end));
   return id;
 }
 
-void HostBufferStore::RemoveUploadCall(uint64_t id) {
+void HostBufferStore::RemoveCall(uint64_t id) {
   absl::MutexLock lock(&mutex_);
-  upload_calls_.erase(id);
+  calls_.erase(id);
 }
 
 void HostBufferStore::Shutdown() {
@@ -440,8 +440,8 @@ void HostBufferStore::Shutdown() {
     shutdown_ = true;
     buffers.swap(buffers_);
     // Also the uploads a request took out of the store: their calls hold their bytes.
-    for (auto& [id, end] : upload_calls_) end();
-    upload_calls_.clear();
+    for (auto& [id, end] : calls_) end();
+    calls_.clear();
   }
   // Readers waiting on an upload that will not finish now learn so.
   for (auto& [handle, buffer] : buffers) buffer->Finish(absl::CancelledError("session ended"));

@@ -239,14 +239,14 @@ class HostBufferStore {
   // Takes a buffer out of the store for the request that names it (its reader, which
   // looked it up and holds it from now, charge and all); NOT_FOUND for an unknown handle.
   absl::Status Claim(uint64_t handle) ABSL_LOCKS_EXCLUDED(mutex_);
-  // The RPC an upload arrives on, ended by `Shutdown` (`end`, e.g. a TryCancel of its
-  // call): a client that keeps it open and silent after its session ended must not keep
-  // what it staged. `end` runs under the store's lock, so it is never called after
-  // `RemoveUploadCall` returns. Returns an id for that; 0 (and `end` is not kept) after
-  // `Shutdown`.
-  uint64_t AddUploadCall(std::function<void()> end) ABSL_LOCKS_EXCLUDED(mutex_);
-  void RemoveUploadCall(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
-  // Wakes every waiter and ends every upload call; later stores fail.
+  // An RPC that moves one of its buffers (an upload arriving, a fetch's lookup going
+  // out), ended by `Shutdown` (`end`, e.g. a TryCancel of its call): a client that keeps
+  // it open (silent, or not reading) after its session ended must not keep what it
+  // staged. `end` runs under the store's lock, so it is never called after `RemoveCall`
+  // returns. Returns an id for that; 0 (and `end` is not kept) after `Shutdown`.
+  uint64_t AddCall(std::function<void()> end) ABSL_LOCKS_EXCLUDED(mutex_);
+  void RemoveCall(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Wakes every waiter and ends every call (AddCall); later stores fail.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mutex_);
 
   int64_t bytes() const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -260,8 +260,8 @@ class HostBufferStore {
   const std::shared_ptr<HostBufferAccount> account_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
-  std::map<uint64_t, std::function<void()>> upload_calls_ ABSL_GUARDED_BY(mutex_);
-  uint64_t next_upload_call_ ABSL_GUARDED_BY(mutex_) = 1;
+  std::map<uint64_t, std::function<void()>> calls_ ABSL_GUARDED_BY(mutex_);
+  uint64_t next_call_ ABSL_GUARDED_BY(mutex_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mutex_) = false;
 };
 

@@ -403,8 +403,8 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
       FindUploadStore(*context, metadata);
   if (!store.ok()) return ToGrpcStatus(store.status());
   // Ended with the session, also once a request has taken the buffer out of the store.
-  const uint64_t call = (*store)->AddUploadCall([context] { context->TryCancel(); });
-  absl::Cleanup forget_call = [&] { (*store)->RemoveUploadCall(call); };
+  const uint64_t call = (*store)->AddCall([context] { context->TryCancel(); });
+  absl::Cleanup forget_call = [&] { (*store)->RemoveCall(call); };
   // Visible to the session at once: an array made from it goes on to its worker while
   // the rest arrives. Read no further ahead of the worker than the window (its reader
   // may stream it on), and only the window charged until a reader needs it whole.
@@ -460,6 +460,10 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
   absl::StatusOr<std::shared_ptr<proxy::HostBufferStore>> store =
       FindStore(*context, request.session_id());
   if (!store.ok()) return ToGrpcStatus(store.status());
+  // Ended with the session, also while its writes wait on a client that stopped reading.
+  const uint64_t call = (*store)->AddCall([context] { context->TryCancel(); });
+  if (call == 0) return ToGrpcStatus(absl::CancelledError("the session has ended"));
+  absl::Cleanup forget_call = [&] { (*store)->RemoveCall(call); };
   auto buffer = (*store)->Lookup(request.handle(), absl::ZeroDuration());
   if (!buffer.ok()) return ToGrpcStatus(buffer.status());
   // Sent as it arrives: a fetch being streamed from a worker goes on to the client

@@ -474,6 +474,43 @@ def test_a_session_that_ends_while_its_upload_stays_open_stops_waiting_for_it(cl
     fresh.close()
 
 
+def test_a_session_that_ends_while_its_fetch_is_not_read_lets_go_of_it(cluster):
+    # The client stops reading a fetch's lookup, then its session ends: the lookup call
+    # ends with the session (not when the client's own deadline comes), and the bytes it
+    # held are let go at once.
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    size = 24 << 20
+    upload = OpenUpload(ch, session_id, 46, size)
+    for _ in range(size >> 22):
+        upload.send(b"\1" * (4 << 20))
+    assert upload.end() is None
+    send_u8_array(session, op_id=100, handle=46, size=size)
+    assert status(session.next_response()) == OK
+    fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+        host_buffer_handle=47, array_handle=46))
+    assert status(fetched) == OK, fetched
+    lookup = ch.unary_stream(SERVICE + "HostBufferLookup",
+                             request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
+                             response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    chunks = lookup(g.GrpcHostBufferLookupRequest(session_id=session_id, handle=47), timeout=300)
+    assert len(next(chunks).data) > 0  # then the client reads no more
+    url = cluster.metrics["proxy"]
+    session.cancel()
+    try:
+        wait_until(lambda: metric_at(url, "switchyard_proxy_sessions") == 0, timeout=20,
+                   what="the session ended", interval=0.05)
+        wait_until(lambda: metric_at(url, "switchyard_proxy_host_buffer_bytes") == 0,
+                   timeout=10, what="the fetch's bytes let go", interval=0.05)
+        with pytest.raises(grpc.RpcError) as ended:
+            for _ in chunks:
+                pass
+        assert ended.value.code() == grpc.StatusCode.CANCELLED, ended.value
+    finally:
+        chunks.cancel()
+
+
 QUEUE_AND_DIE = """
 import numpy as np, jax, switchyard
 switchyard.initialize()

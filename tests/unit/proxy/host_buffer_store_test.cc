@@ -133,20 +133,20 @@ TEST(HostBufferStoreTest, CancelledAndShutdownEndTheWait) {
   EXPECT_EQ(Store(store, 6, "x").code(), absl::StatusCode::kFailedPrecondition);
 }
 
-TEST(HostBufferStoreTest, ShutdownEndsTheUploadCallsStillOpen) {
+TEST(HostBufferStoreTest, ShutdownEndsTheCallsStillOpen) {
   HostBufferStore store;
   std::vector<int> ended;
-  const uint64_t open = store.AddUploadCall([&] { ended.push_back(1); });
-  const uint64_t done = store.AddUploadCall([&] { ended.push_back(2); });
+  const uint64_t open = store.AddCall([&] { ended.push_back(1); });
+  const uint64_t done = store.AddCall([&] { ended.push_back(2); });
   ASSERT_NE(open, 0u);
   ASSERT_NE(done, open);
-  store.RemoveUploadCall(done);  // that call returned: its context is gone
+  store.RemoveCall(done);  // that call returned: its context is gone
   store.Shutdown();
   EXPECT_EQ(ended, std::vector<int>{1});
   // A call that comes after the end is not kept (its Begin fails).
-  EXPECT_EQ(store.AddUploadCall([&] { ended.push_back(3); }), 0u);
+  EXPECT_EQ(store.AddCall([&] { ended.push_back(3); }), 0u);
   store.Shutdown();
-  store.RemoveUploadCall(open);
+  store.RemoveCall(open);
   EXPECT_EQ(ended, std::vector<int>{1});
 }
 
