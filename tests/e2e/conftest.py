@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -47,6 +48,16 @@ def wait_until(predicate, timeout: float = 30, what: str = "the condition",
             raise AssertionError(f"{what}: not within {timeout} s")
         time.sleep(interval)
     return value
+
+
+def client_prints(cluster, script: str, *lines: str, timeout: float = 300) -> str:
+    """Runs `script` as a JAX client of `cluster` and checks that it printed each of
+    `lines`; returns its output."""
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, **cluster.env()},
+                         capture_output=True, text=True, timeout=timeout)
+    for line in lines:
+        assert line in out.stdout, out.stdout + out.stderr[-3000:]
+    return out.stdout
 
 
 def text_of(output: bytes | str | None) -> str:

@@ -12,7 +12,7 @@ import time
 import pytest
 
 import switchyard
-from conftest import read_line, wait_until
+from conftest import client_prints, read_line, wait_until
 
 HERE = pathlib.Path(__file__).parent
 
@@ -94,11 +94,7 @@ def test_a_string_array_fetch_past_the_session_bound_is_refused():
     the session goes on."""
     flags = ("--session_max_host_buffer_bytes=1048576",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
-        env = {**os.environ, **cluster.env()}
-        out = subprocess.run([sys.executable, "-c", STRINGS_PAST_THE_BOUND], env=env,
-                             capture_output=True, text=True, timeout=300)
-        for line in ("SMALL", "REFUSED AT THE BOUND", "GOES ON"):
-            assert line in out.stdout, out.stdout + out.stderr[-3000:]
+        client_prints(cluster, STRINGS_PAST_THE_BOUND, "SMALL", "REFUSED AT THE BOUND", "GOES ON")
 
 
 def sidecars(cluster):

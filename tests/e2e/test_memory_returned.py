@@ -13,7 +13,7 @@ import time
 import pytest
 
 import switchyard
-from conftest import peak_rss, reset_peak_rss, rss
+from conftest import client_prints, peak_rss, reset_peak_rss, rss
 
 MIB = 1 << 20
 
@@ -116,10 +116,7 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
         proxy, worker = cluster.child_pid("proxy"), cluster.child_pid("worker")
         idle, worker_idle = rss(proxy), rss(worker)
         reset_peak_rss(proxy)  # the peak starts again from now
-        out = subprocess.run([sys.executable, "-c", UPLOADER.replace("SIZE", str(size))],
-                             env={**os.environ, **cluster.env()}, capture_output=True, text=True,
-                             timeout=600)
-        assert "MOVED" in out.stdout, out.stderr[-3000:]
+        client_prints(cluster, UPLOADER.replace("SIZE", str(size)), "MOVED", timeout=600)
         peak = peak_rss(proxy)
         assert peak <= idle + 512 * MIB, (plane, idle // MIB, peak // MIB)
         if plane == "bulk":
@@ -169,8 +166,5 @@ def test_an_upload_larger_than_the_session_bound_streams_and_only_a_whole_one_is
     bound = 256 * MIB
     flags = (f"--session_max_host_buffer_bytes={bound}",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=2, flags=flags) as cluster:
-        out = subprocess.run(
-            [sys.executable, "-c", CHARGED.replace("SIZE", str(bound + 128 * MIB))],
-            env={**os.environ, **cluster.env()}, capture_output=True, text=True, timeout=300)
-        for line in ("STREAMED", "SPLIT STREAMED", "REFUSED WHOLE", "GOES ON"):
-            assert line in out.stdout, out.stdout + out.stderr[-3000:]
+        client_prints(cluster, CHARGED.replace("SIZE", str(bound + 128 * MIB)), "STREAMED",
+                      "SPLIT STREAMED", "REFUSED WHOLE", "GOES ON")

@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 import switchyard
-from conftest import metric_at, peak_rss, reset_peak_rss, rss
+from conftest import client_prints, metric_at, peak_rss, reset_peak_rss, rss
 
 MIB = 1 << 20
 
@@ -108,11 +108,8 @@ def test_an_upload_streamed_past_the_bound_is_refused_and_held_by_no_one():
         idle = {role: rss(pid) for role, pid in pids.items()}
         for pid in pids.values():
             reset_peak_rss(pid)
-        done = subprocess.run([sys.executable, "-c", STREAMED.replace("SIZE", str(2 * bound))],
-                              env={**os.environ, **cluster.env()}, text=True,
-                              capture_output=True, timeout=300)
-        for line in ("REFUSED AT THE BOUND", "GOES ON"):
-            assert line in done.stdout, done.stdout + done.stderr[-3000:]
+        client_prints(cluster, STREAMED.replace("SIZE", str(2 * bound)), "REFUSED AT THE BOUND",
+                      "GOES ON")
         for role, pid in pids.items():
             assert peak_rss(pid) <= idle[role] + 192 * MIB, (role, idle[role] // MIB,
                                                              peak_rss(pid) // MIB)
