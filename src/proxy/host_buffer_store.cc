@@ -142,9 +142,10 @@ absl::StatusOr<absl::string_view> HostBuffer::WaitFor(int64_t bytes, absl::Time 
       if (!whole.ok()) {
         return absl::Status(
             whole.code(),
-            absl::StrCat("this array's ", size_, " bytes must be staged whole on the proxy (it ",
-                         "is split, replicated or strided, so each shard is cut from the whole): ",
-                         whole.message()));
+            absl::StrCat(
+                "this array's ", size_, " bytes must be staged whole on the proxy (it ",
+                "is strided, or one buffer cut into shards, so each shard is cut from the whole): ",
+                whole.message()));
       }
       charged_ = size_;
     }

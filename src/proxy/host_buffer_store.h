@@ -112,8 +112,8 @@ class HostBuffer {
   // keeps at most `window` bytes ahead of what its one streaming reader passed on
   // (`Sent`), whose pages are given back, so the proxy holds a window of the upload,
   // not all of it. The window closes for good (the writer goes on unbounded) once a
-  // reader asks with `WaitFor`, which needs the whole buffer (a split or replicated
-  // array), and opens wide (what still arrives is dropped) once `Consumed` says no
+  // reader asks with `WaitFor`, which needs the whole buffer (strided, or cut into
+  // shards), and opens wide (what still arrives is dropped) once `Consumed` says no
   // reader is left.
   void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
   // Charges `bytes` of it to `account` now (set once, before any reader), the rest of

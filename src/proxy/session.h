@@ -368,6 +368,20 @@ class Session {
   absl::Status CopyShard(const Array& array, size_t index, int64_t to_device,
                          const std::string& memory_kind, const std::shared_ptr<Array>& copy,
                          TransferBatch& batch);
+  // Makes shard `index` of `copy` on `to_device` from `from`, which the destination
+  // pulls worker to worker (sent with `batch`); from a lost shard or to a lost slice, a
+  // lost shard.
+  absl::Status CopyBuffer(const std::shared_ptr<RemoteBuffer>& from, DType dtype,
+                          const std::vector<int64_t>& dims, int64_t to_device,
+                          const std::string& memory_kind, const std::shared_ptr<Array>& copy,
+                          size_t index, TransferBatch& batch);
+  // Puts an upload of shape `shape` on the devices of shards `indices` of `array`, as a
+  // whole shard each: streamed (`plane`, the request the upload's one reader) to the first
+  // one that is up, then copied from there to the others with `batch`.
+  absl::Status PutStreamed(const HostBuffer& host, const PutPlane& plane, DType dtype,
+                           const std::vector<int64_t>& shape, const Sharding& sharding,
+                           absl::Span<const int64_t> indices, const std::shared_ptr<Array>& array,
+                           TransferBatch& batch);
   // The memory kind a sharding puts on `device`: its own, or the device's default.
   std::string MemoryKind(const Sharding& sharding, int64_t device) const;
   // A new array with `spec`'s sharding, built on the destination workers from pieces

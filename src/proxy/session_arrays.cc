@@ -121,29 +121,36 @@ absl::StatusOr<std::shared_ptr<Array>> Session::PutHostArray(
     return absl::InvalidArgumentError(
         absl::StrCat("arrays of dtype ", DType_Name(dtype), " cannot be made from host data"));
   }
-  // One device holding the whole array streams the upload on as it arrives, and the
-  // proxy holds only a window of it (HostBuffer::SetWindow); split or replicated
-  // arrays read it all at once.
-  int64_t holders = 0;
+  // An array each of its devices holds whole (one device's, or replicated) streams the
+  // upload on as it arrives to the first, and the proxy holds only a window of it
+  // (HostBuffer::SetWindow); the others copy it from there, worker to worker. A split
+  // array reads it all at once.
+  std::vector<int64_t> holders;
   bool all_whole = byte_strides.empty();
   for (size_t i = 0; i < sharding.devices.size(); ++i) {
     if (!layout.holds[i]) continue;
-    ++holders;
+    holders.push_back(static_cast<int64_t>(i));
     all_whole = all_whole && layout.domains[i].shape() == shape;
   }
-  const HostBuffer* streamed = holders == 1 && all_whole && host.TakeReader() ? &host : nullptr;
+  if (all_whole && host.size() != NumElements(shape) * element_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
+                                                   " bytes; the array needs ",
+                                                   NumElements(shape) * element_bytes));
+  }
+  if (all_whole && host.TakeReader()) {
+    TransferBatch copies(id_, "replicate on");
+    SY_RETURN_IF_ERROR(PutStreamed(host, UploadPlane(host_buffer, &host), dtype, shape, sharding,
+                                   holders, array, copies));
+    copies.Send();
+    array->sharding = std::move(sharding);
+    return array;
+  }
   const std::string memory_kind = sharding.memory_kind.value_or("");
-  for (size_t i = 0; i < sharding.devices.size(); ++i) {
-    if (!layout.holds[i]) continue;
+  for (int64_t i : holders) {
     const int64_t device = sharding.devices[i];
-    if (byte_strides.empty() && layout.domains[i].shape() == shape) {
-      if (host.size() != NumElements(shape) * element_bytes) {
-        return absl::InvalidArgumentError(absl::StrCat("host buffer has ", host.size(),
-                                                       " bytes; the array needs ",
-                                                       NumElements(shape) * element_bytes));
-      }
+    if (all_whole) {  // a reader other than this request took the upload: read as it arrives
       SY_ASSIGN_OR_RETURN(array->shards[i], PutShard(device, dtype, shape, memory_kind, &host, {},
-                                                     UploadPlane(host_buffer, streamed)));
+                                                     UploadPlane(host_buffer)));
       continue;
     }
     SY_ASSIGN_OR_RETURN(absl::string_view all,
@@ -233,6 +240,14 @@ absl::Status Session::CopyShard(const Array& array, size_t index, int64_t to_dev
     return absl::OkStatus();
   }
   SY_ASSIGN_OR_RETURN(ShardLayout layout, LayoutShards(array.sharding, array.shape));
+  return CopyBuffer(from, array.dtype, layout.domains[index].shape(), to_device, memory_kind, copy,
+                    index, batch);
+}
+
+absl::Status Session::CopyBuffer(const std::shared_ptr<RemoteBuffer>& from, DType dtype,
+                                 const std::vector<int64_t>& dims, int64_t to_device,
+                                 const std::string& memory_kind, const std::shared_ptr<Array>& copy,
+                                 size_t index, TransferBatch& batch) {
   SY_ASSIGN_OR_RETURN(WorkerConnection * worker, WorkerOf(to_device));
   // A copy of a lost shard, or to a lost slice, is accepted; using it reports the loss.
   if (absl::Status usable = from->Usable(); !usable.ok()) {
@@ -243,10 +258,9 @@ absl::Status Session::CopyShard(const Array& array, size_t index, int64_t to_dev
   BufferHeader* header = request.mutable_header();
   header->set_buffer_id(NewWorkerObjectId());
   header->set_device_id(to_device);
-  header->set_dtype(array.dtype);
-  const std::vector<int64_t> dims = layout.domains[index].shape();
+  header->set_dtype(dtype);
   header->mutable_dims()->Add(dims.begin(), dims.end());
-  header->set_size_bytes(NumElements(dims) * HostElementBytes(array.dtype));
+  header->set_size_bytes(NumElements(dims) * HostElementBytes(dtype));
   header->set_memory_kind(memory_kind);
   SetSource(*from, worker, request.add_pieces());
   // The destination pulls straight from the source worker; `from` stays alive (not
@@ -254,6 +268,26 @@ absl::Status Session::CopyShard(const Array& array, size_t index, int64_t to_dev
   // the copy goes out in the epoch it was made in.
   const uint64_t epoch = from->worker() == worker ? from->made().epoch : 0;
   batch.Add(worker, epoch, std::move(request), {from}, copy, index);
+  return absl::OkStatus();
+}
+
+absl::Status Session::PutStreamed(const HostBuffer& host, const PutPlane& plane, DType dtype,
+                                  const std::vector<int64_t>& shape, const Sharding& sharding,
+                                  absl::Span<const int64_t> indices,
+                                  const std::shared_ptr<Array>& array, TransferBatch& batch) {
+  const std::string memory_kind = sharding.memory_kind.value_or("");
+  std::shared_ptr<RemoteBuffer> source;  // the first shard put that is usable
+  for (int64_t index : indices) {
+    const int64_t device = sharding.devices[index];
+    if (source != nullptr) {
+      SY_RETURN_IF_ERROR(CopyBuffer(source, dtype, shape, device, MemoryKind(sharding, device),
+                                    array, index, batch));
+      continue;
+    }
+    SY_ASSIGN_OR_RETURN(array->shards[index],
+                        PutShard(device, dtype, shape, memory_kind, &host, {}, plane));
+    if (array->shards[index]->Usable().ok()) source = array->shards[index];
+  }
   return absl::OkStatus();
 }
 
@@ -325,6 +359,7 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
   if (request.array_handles_size() != request.specs_size()) {
     return absl::InvalidArgumentError("one array handle per spec is required");
   }
+  TransferBatch copies(id_, "replicate on");  // sent at the end, every array's at once
   for (int s = 0; s < request.specs_size(); ++s) {
     const auto& spec = request.specs(s);
     if (spec.addressable_shard_indices_size() != spec.host_buffers_size()) {
@@ -361,32 +396,31 @@ absl::Status Session::HandleMakeArraysFromHostBufferShards(
             "host buffer ", buffer.host_buffer_handle(), " has ", host->size(), " bytes; shard ", b,
             " of array ", request.array_handles(s), " needs ", region));
       }
-      // A dense shard for one device streams on as it arrives, and the proxy holds only
-      // a window of it (HostBuffer::SetWindow); one for several devices (replicated) or
-      // strided is read whole first.
+      // A dense shard streams on as it arrives to its first device, and the proxy holds
+      // only a window of it (HostBuffer::SetWindow); further devices (replicated) copy it
+      // from there, worker to worker. A strided one is read whole and gathered first.
       // (Its one reader: a lookup of the same handle must not let go of bytes it needs.)
-      const bool streamed = strides.empty() && indices.size() == 1 && host->TakeReader();
-      absl::string_view data;
+      if (strides.empty() && host->TakeReader()) {
+        SY_RETURN_IF_ERROR(PutStreamed(*host, UploadPlane(host, host.get()), dtype, shard_shape,
+                                       sharding, indices, array, copies));
+        continue;
+      }
+      SY_ASSIGN_OR_RETURN(absl::string_view data,
+                          host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
       PutPlane plane = UploadPlane(host);
-      if (streamed) {
-        plane.streamed = host.get();
-      } else {
-        SY_ASSIGN_OR_RETURN(data, host->WaitAll(absl::Now() + kHostBufferWait, cancelled_));
-        if (!strides.empty()) {
-          // Strided bytes are gathered first.
-          IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
-          SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(data, shard_shape, strides,
-                                                            HostElementBytes(dtype), whole));
-          auto gathered = std::make_shared<const std::string>(std::move(cut));
-          data = *gathered;
-          plane.owner = gathered;
-        }
+      if (!strides.empty()) {
+        IndexDomain whole{std::vector<int64_t>(shard_shape.size(), 0), shard_shape};
+        SY_ASSIGN_OR_RETURN(std::string cut, ExtractShard(data, shard_shape, strides,
+                                                          HostElementBytes(dtype), whole));
+        auto gathered = std::make_shared<const std::string>(std::move(cut));
+        data = *gathered;
+        plane.owner = gathered;
       }
       const std::string memory_kind = sharding.memory_kind.value_or("");
       for (int64_t index : indices) {
         SY_ASSIGN_OR_RETURN(array->shards[index],
                             PutShard(sharding.devices[index], dtype, shard_shape, memory_kind,
-                                     streamed ? host.get() : nullptr, data, plane));
+                                     nullptr, data, plane));
       }
     }
     array->sharding = std::move(sharding);

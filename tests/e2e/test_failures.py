@@ -305,8 +305,8 @@ import json, sys, numpy as np, jax, switchyard
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 switchyard.initialize()
 on = {d.slice_index: d for d in jax.devices()}
-# Split over both slices, the lost slice's shard first; each shard past the window.
-rows = NamedSharding(Mesh(np.array([on[1], on[0]]), ("d",)), P("d"))
+# Over both slices, the lost slice's shard first; each shard past the window.
+rows = NamedSharding(Mesh(np.array([on[1], on[0]]), ("d",)), SPEC)
 print(json.dumps({"slices": sorted(on)}), flush=True)
 sys.stdin.readline()  # the test kills slice 1's worker, for good
 big = jax.device_put(np.ones((2, 20 << 20), np.float32), rows)
@@ -321,11 +321,13 @@ print(json.dumps({"lost": lost, "live_rows": float(np.asarray(live.data).sum()),
 """
 
 
-def test_an_upload_split_over_a_lost_slice_streams_its_live_shard(spawn, rm, plugin):
-    """An upload split over a slice that is down (its shard first) and a live one, each
-    shard larger than the proxy's window: the lost shard's bytes are let go as they
-    arrive and the live one's stream on to its worker, so nothing waits on a window no
-    one empties; reading the array names the loss, and the session goes on."""
+@pytest.mark.parametrize("spec", ['P("d")', "P()"], ids=["split", "replicated"])
+def test_an_upload_over_a_lost_slice_streams_its_live_shard(spawn, rm, plugin, spec):
+    """An upload split (or replicated) over a slice that is down (its shard first) and a
+    live one, each shard larger than the proxy's window: the lost shard's bytes are let
+    go as they arrive (replicated: the live device streams the upload instead) and the
+    live one's stream on to its worker, so nothing waits on a window no one empties;
+    reading a split array names the loss, and the session goes on."""
     def nothing_staged(proxy):
         wait_until(lambda: scrape(proxy)["switchyard_proxy_host_buffer_bytes"] == 0, timeout=10,
                    what="the proxy's staged bytes back to 0", interval=0.1)
@@ -333,9 +335,11 @@ def test_an_upload_split_over_a_lost_slice_streams_its_live_shard(spawn, rm, plu
         peak = peak_rss(proxy.proc.pid)
         assert peak < 160 << 20, f"the proxy peaked at {peak >> 20} MiB"
 
-    before, after = lose_slice_1_midway(spawn, rm, plugin, SPLIT_OVER_A_LOST_SLICE, 1,
+    before, after = lose_slice_1_midway(spawn, rm, plugin,
+                                        SPLIT_OVER_A_LOST_SLICE.replace("SPEC", spec), 1,
                                         "--metrics_port=0", then=nothing_staged)
     assert before == {"slices": [0, 1]}
-    assert "DATA_LOSS" in after["lost"], after
-    assert after["live_rows"] == 20 << 20, after
+    if spec == 'P("d")':
+        assert "DATA_LOSS" in after["lost"], after
+    assert after["live_rows"] == (20 << 20 if spec == 'P("d")' else 40 << 20), after
     assert after["goes_on"] == 8.0, after

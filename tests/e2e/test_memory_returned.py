@@ -145,9 +145,16 @@ y = jax.device_put(np.concatenate([a, a]), split)
 assert int(jnp.sum(y, dtype=jnp.uint32)) == 2 * int(a.sum(dtype=np.uint32)) % 2**32
 print("SPLIT STREAMED", flush=True)
 del y
+# Replicated: streamed to one device, copied from there to the other.
 both = NamedSharding(Mesh(np.array(jax.devices()[:2]), ("d",)), PartitionSpec())
+z = jax.device_put(a, both)
+for shard in z.addressable_shards:
+    assert int(jnp.sum(shard.data, dtype=jnp.uint32)) == int(a.sum(dtype=np.uint32))
+print("REPLICATED STREAMED", flush=True)
+del z, shard
+# Strided (a transposed view): gathered from the whole upload, so staged whole.
 try:
-    jax.device_put(a, both).block_until_ready()
+    jax.device_put(a.reshape(2, -1).T, jax.devices()[0]).block_until_ready()
     print("NOT REFUSED", flush=True)
 except Exception as e:
     assert "RESOURCE_EXHAUSTED" in str(e) and "--session_max_host_buffer_bytes" in str(e), e
@@ -160,11 +167,11 @@ switchyard.shutdown()
 
 def test_an_upload_larger_than_the_session_bound_streams_and_only_a_whole_one_is_refused():
     """A streamed upload is charged its window, not its size: one larger than the session's
-    host-buffer bound goes through to one device, and split over two devices (a shard
-    each larger than the bound), while the same array replicated (read whole on the proxy
-    for each device) is refused naming the bound, and the session goes on."""
+    host-buffer bound goes through to one device, split over two devices (a shard each
+    larger than the bound) and replicated on both, while the same array strided (read
+    whole on the proxy to gather it) is refused naming the bound, and the session goes on."""
     bound = 256 * MIB
     flags = (f"--session_max_host_buffer_bytes={bound}",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=2, flags=flags) as cluster:
         client_prints(cluster, CHARGED.replace("SIZE", str(bound + 128 * MIB)), "STREAMED",
-                      "SPLIT STREAMED", "REFUSED WHOLE", "GOES ON")
+                      "SPLIT STREAMED", "REPLICATED STREAMED", "REFUSED WHOLE", "GOES ON")
