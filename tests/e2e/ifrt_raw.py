@@ -45,6 +45,13 @@ def host_buffer_store(ch):
                            response_deserializer=g.GrpcHostBufferStoreResponse.FromString)
 
 
+def host_buffer_lookup(ch):
+    """The HostBufferLookup server-stream call (a GrpcHostBufferLookupRequest in)."""
+    return ch.unary_stream(SERVICE + "HostBufferLookup",
+                           request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
+                           response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+
+
 def store_metadata(session_id: int, handle: int, size: int) -> list:
     metadata = g.GrpcHostBufferStoreMetadata(session_id=session_id, handle=handle, buffer_size=size)
     return [("ifrt-proxy-grpc-host-buffer-store-metadata-bin", metadata.SerializeToString())]

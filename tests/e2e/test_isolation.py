@@ -14,7 +14,15 @@ import grpc
 import pytest
 
 from conftest import proxy_address, scrape, wait_until
-from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
+from ifrt_raw import (
+    RawSession,
+    channel,
+    g,
+    host_buffer_lookup,
+    host_buffer_store,
+    s,
+    store_metadata,
+)
 
 HERE = pathlib.Path(__file__).parent
 WHEEL_PYTHON = HERE.parents[1] / ".venv-wheel" / "bin" / "python"
@@ -176,9 +184,7 @@ def test_session_ids_stay_secret_and_host_buffers_need_one(pool):
     ch, session, session_id = raw_session(pool, TOKENS["alice"])
     host_buffer_store(ch)(iter([g.GrpcHostBufferStoreRequest(data=b"secret!!")]),
                           metadata=store_metadata(session_id, 5, 8))
-    lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
-                             request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                             response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    lookup = host_buffer_lookup(ch)
     assert b"".join(r.data for r in lookup(g.GrpcHostBufferLookupRequest(
         session_id=session_id, handle=5), timeout=10)) == b"secret!!"
     # A neighbour's guesses near the id, as a prober would try.

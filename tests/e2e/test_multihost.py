@@ -20,7 +20,16 @@ import grpc
 import pytest
 
 from conftest import proxy_address, wait_until
-from ifrt_raw import RawSession, channel, compile_options_pb2, g, s, t, xla_data_pb2
+from ifrt_raw import (
+    RawSession,
+    channel,
+    compile_options_pb2,
+    g,
+    host_buffer_lookup,
+    s,
+    t,
+    xla_data_pb2,
+)
 from switchyard import common_pb2 as c, rm_pb2, rm_pb2_grpc, worker_pb2, worker_pb2_grpc
 
 DEVICES_PER_HOST = 2
@@ -158,9 +167,7 @@ def fetch(ch, session, session_id, array_handle, handle):
     response = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
         host_buffer_handle=handle, array_handle=array_handle))
     assert response.response_metadata.status.code == 0, response
-    lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
-                             request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                             response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    lookup = host_buffer_lookup(ch)
     data = b"".join(r.data for r in lookup(g.GrpcHostBufferLookupRequest(
         session_id=session_id, handle=handle), timeout=30))
     return list(struct.unpack(f"<{len(data) // 4}f", data))

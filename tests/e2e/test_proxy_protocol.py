@@ -21,6 +21,7 @@ from ifrt_raw import (
     channel,
     g,
     get_version,
+    host_buffer_lookup,
     host_buffer_store,
     s,
     store_metadata,
@@ -92,6 +93,22 @@ def one_shard_request(array_handle, host_buffer_handle, dims):
             host_buffers=[Shards.HostBuffer(dtype=f32, shape=shape,
                                             host_buffer_handle=host_buffer_handle)],
             array_spec=t.ArraySpecProto(dtype=f32, shape=shape, sharding=single_device(0)))]))
+
+
+def half_sent_array(cluster, handle, op_id):
+    """A session, and a request for a 12 MiB array from an upload still open with 5 MiB
+    sent, once the forward to the worker waits for the rest: (session, upload, the
+    worker's buffer count before)."""
+    ch = channel(cluster.target)
+    session = RawSession(ch)
+    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+    size = 12 << 20
+    upload = OpenUpload(ch, session_id, handle, size)
+    upload.send(b"\1" * (5 << 20))
+    before = worker_buffers(cluster)
+    send_u8_array(session, op_id=op_id, handle=handle, size=size)
+    wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
+    return session, upload, before
 
 
 def send_u8_array(session, op_id, handle, size):
@@ -232,9 +249,7 @@ def test_truncated_requests_to_workers_and_the_rm_are_invalid_arguments(cluster)
 
 def test_host_buffer_rpcs_check_the_session(cluster):
     ch = channel(cluster.target)
-    stub_lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
-                                  request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                                  response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    stub_lookup = host_buffer_lookup(ch)
     with pytest.raises(grpc.RpcError) as e:
         list(stub_lookup(g.GrpcHostBufferLookupRequest(session_id=42, handle=1)))
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
@@ -263,9 +278,7 @@ def test_host_buffer_rpcs_check_the_session(cluster):
     chunks = [g.GrpcHostBufferStoreRequest(data=p).SerializeToString() for p in pieces]
     chunks[1] = b"\x38\x05" + chunks[1]  # field 7, a varint: a newer client's field
     raw_store(iter(chunks), metadata=store_metadata(session_id, 10, len(data)), timeout=30)
-    stub_lookup = ch.unary_stream(SERVICE + "HostBufferLookup",
-                                  request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                                  response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+    stub_lookup = host_buffer_lookup(ch)
     back = b"".join(r.data for r in stub_lookup(
         g.GrpcHostBufferLookupRequest(session_id=session_id, handle=10), timeout=30))
     assert back == data
@@ -421,16 +434,8 @@ def test_dropped_arrays_are_freed_while_the_client_stays_quiet(cluster):
 def test_array_from_an_upload_that_fails_midway_gets_its_error_and_leaves_nothing(cluster):
     # The proxy forwards an upload to its worker while it arrives; if the upload then
     # ends short, the array gets DATA_LOSS and the worker keeps no partial buffer.
-    ch = channel(cluster.target)
-    session = RawSession(ch)
-    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    size = 12 << 20
-    upload = OpenUpload(ch, session_id, 41, size)
-    upload.send(b"\1" * (5 << 20))
-    before = worker_buffers(cluster)
-    send_u8_array(session, op_id=7, handle=41, size=size)
     # The first chunks went on to the worker; the forward waits for the rest ...
-    wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
+    session, upload, before = half_sent_array(cluster, handle=41, op_id=7)
     assert upload.end() == grpc.StatusCode.DATA_LOSS  # ... and the upload ends short
     response = session.next_response()
     assert response.response_metadata.op_id == 7
@@ -447,16 +452,8 @@ def test_a_session_that_ends_while_its_upload_stays_open_stops_waiting_for_it(cl
     # The client goes away mid-array while its upload's RPC stays open and silent: the
     # worker's pull of the array stops at once (not after the 600 s idle bound), and the
     # session ends, freeing what it staged and what the worker started to store.
-    ch = channel(cluster.target)
-    session = RawSession(ch)
-    session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    size = 12 << 20
-    upload = OpenUpload(ch, session_id, 45, size)
-    upload.send(b"\1" * (5 << 20))
-    before = worker_buffers(cluster)
+    session, upload, before = half_sent_array(cluster, handle=45, op_id=9)
     url = cluster.metrics["proxy"]
-    send_u8_array(session, op_id=9, handle=45, size=size)
-    wait_for_host_buffer_waits(cluster, "bytes_to_arrive")
     session.cancel()
     try:
         wait_until(lambda: metric_at(url, "switchyard_proxy_sessions") == 0, timeout=20,
@@ -491,10 +488,8 @@ def test_a_session_that_ends_while_its_fetch_is_not_read_lets_go_of_it(cluster):
     fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
         host_buffer_handle=47, array_handle=46))
     assert status(fetched) == OK, fetched
-    lookup = ch.unary_stream(SERVICE + "HostBufferLookup",
-                             request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                             response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
-    chunks = lookup(g.GrpcHostBufferLookupRequest(session_id=session_id, handle=47), timeout=300)
+    chunks = host_buffer_lookup(ch)(
+        g.GrpcHostBufferLookupRequest(session_id=session_id, handle=47), timeout=300)
     assert len(next(chunks).data) > 0  # then the client reads no more
     url = cluster.metrics["proxy"]
     session.cancel()

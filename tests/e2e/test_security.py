@@ -22,7 +22,15 @@ import pytest
 
 import switchyard
 from conftest import stdout_of
-from ifrt_raw import RawSession, channel, g, host_buffer_store, s, store_metadata
+from ifrt_raw import (
+    RawSession,
+    channel,
+    g,
+    host_buffer_lookup,
+    host_buffer_store,
+    s,
+    store_metadata,
+)
 from switchyard import worker_pb2, worker_pb2_grpc
 from switchyard.programs import lower_portable
 from test_fleet_tls import make_certs
@@ -254,9 +262,7 @@ def test_a_session_id_alone_reaches_nothing(tmp_path):
             capture_output=True, text=True, timeout=120)
         assert other.stdout.strip() == "NOT_FOUND", other.stdout + other.stderr[-2000:]
         # The owner still has its buffer, and nothing was planted.
-        lookup = ch.unary_stream("/xla.ifrt.proxy.GrpcIfrtService/HostBufferLookup",
-                                 request_serializer=g.GrpcHostBufferLookupRequest.SerializeToString,
-                                 response_deserializer=g.GrpcHostBufferLookupResponse.FromString)
+        lookup = host_buffer_lookup(ch)
         assert b"".join(r.data for r in lookup(g.GrpcHostBufferLookupRequest(
             session_id=session_id, handle=5), timeout=10)) == b"secret!!"
         with pytest.raises(grpc.RpcError) as planted:
