@@ -139,6 +139,24 @@ class FakeHost(worker_pb2_grpc.WorkerServicer):
         return worker_pb2.DeleteBuffersResponse()
 
 
+def wait_for_view(target: str, hosts) -> None:
+    """Waits until the proxy at `target` shows a session every device of `hosts`: it learns
+    of a host from the RM's fleet watch, a moment after the host registered, and a
+    session that comes sooner sees (and compiles over) the hosts it knew of then."""
+    wanted = {d for host in hosts for d in host.global_ids}
+    ch = channel(target)
+
+    def seen() -> bool:
+        session = RawSession(ch)
+        try:
+            init = session.request(init_request=s.InitRequest()).init_response
+            return wanted <= {d.id for d in init.all_devices}
+        finally:
+            session.close()
+
+    wait_until(seen, timeout=20, what="the proxy to see every host", interval=0.05)
+
+
 @pytest.fixture
 def proxy(spawn, rm):
     process = spawn("proxy", "--server_port=0", f"--resource_manager_address={rm.address}")
@@ -176,6 +194,7 @@ def fetch(ch, session, session_id, array_handle, handle):
 def test_program_spanning_two_hosts_compiles_and_launches_on_both(rm, proxy):
     hosts = [FakeHost(rm.address, 0), FakeHost(rm.address, 1)]
     try:
+        wait_for_view(proxy.target, hosts)
         ch = channel(proxy.target)
         session = RawSession(ch)
         init = session.request(init_request=s.InitRequest()).init_response
@@ -272,6 +291,7 @@ def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(
     hosts = [FakeHost(rm.address, node, protocol=3) for node in (0, 1)]
     per_session = 12
     try:
+        wait_for_view(proxy.target, hosts)
         ch = channel(proxy.target)
         sessions = [RawSession(ch) for _ in range(2)]
         handles = [compile_over_both_hosts(session) for session in sessions]
@@ -308,6 +328,7 @@ def test_sessions_launch_on_lanes_of_their_own_and_every_host_orders_them_alike(
 def test_failed_compile_on_one_host_fails_the_program_and_frees_the_other(rm, proxy):
     hosts = [FakeHost(rm.address, 0), FakeHost(rm.address, 1, fail_compile=True)]
     try:
+        wait_for_view(proxy.target, hosts)
         session = RawSession(channel(proxy.target))
         init = session.request(init_request=s.InitRequest()).init_response
         devices = sorted(d.id for d in init.all_devices)
@@ -350,6 +371,8 @@ def test_two_proxies_launches_on_shared_hosts_start_in_the_rms_one_order(rm, spa
         proxies.append(proxy_address(process))
     per_session = 10
     try:
+        for target in proxies:
+            wait_for_view(target, hosts)
         sessions = [RawSession(channel(target)) for target in proxies]
         handles = [compile_over_both_hosts(session) for session in sessions]
         launch_together(sessions, handles, per_session, hosts)
@@ -510,6 +533,7 @@ def test_with_the_rm_gone_a_proxy_orders_its_own_multi_host_launches(rm, proxy):
     numbered by the proxy itself (ordered within it, as before there was an RM order)."""
     hosts = [FakeHost(rm.address, node, protocol=4) for node in (0, 1)]
     try:
+        wait_for_view(proxy.target, hosts)
         session = RawSession(channel(proxy.target))
         init = session.request(init_request=s.InitRequest()).init_response
         devices = sorted(d.id for d in init.all_devices)
