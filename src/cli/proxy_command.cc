@@ -39,6 +39,12 @@ ABSL_FLAG(absl::Duration, session_idle_timeout, absl::ZeroDuration(),
           "proxy: a session of the pool (--virtual_slices) with nothing in flight that sends no "
           "request for this long (e.g. 30m) gives its slices back and ends; 0: never");
 
+ABSL_FLAG(absl::Duration, client_stall_timeout,
+          absl::Milliseconds(switchyard::limits::kClientStallMs),
+          "proxy: an upload of a host buffer whose client sends nothing, or a fetch whose "
+          "client reads nothing, for this long ends (CANCELLED) and lets go of its bytes; "
+          "0: never");
+
 ABSL_FLAG(std::string, large_transfer_directory, "",
           "proxy: a directory on this host where JAX clients of this host may leave large host "
           "buffers for the proxy to take, instead of sending them over gRPC: the clients set "
@@ -65,6 +71,7 @@ int RunProxy() {
   options.proxy_max_host_buffer_bytes = absl::GetFlag(FLAGS_proxy_max_host_buffer_bytes);
   options.virtual_slices = absl::GetFlag(FLAGS_virtual_slices);
   options.session_idle_timeout = absl::GetFlag(FLAGS_session_idle_timeout);
+  options.client_stall_timeout = absl::GetFlag(FLAGS_client_stall_timeout);
   options.large_transfer_directory = absl::GetFlag(FLAGS_large_transfer_directory);
   options.storage_mount_root = absl::GetFlag(FLAGS_storage_mount_root);
   options.bulk_transfers = absl::GetFlag(FLAGS_bulk_transfers);

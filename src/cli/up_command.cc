@@ -68,6 +68,7 @@ ABSL_DECLARE_FLAG(int64_t, session_max_host_buffer_bytes);
 ABSL_DECLARE_FLAG(int64_t, proxy_max_host_buffer_bytes);
 ABSL_DECLARE_FLAG(std::string, virtual_slices);
 ABSL_DECLARE_FLAG(absl::Duration, session_idle_timeout);
+ABSL_DECLARE_FLAG(absl::Duration, client_stall_timeout);
 ABSL_DECLARE_FLAG(std::string, large_transfer_directory);
 ABSL_DECLARE_FLAG(std::string, tenant_shares);
 ABSL_DECLARE_FLAG(std::string, tenant_priorities);
@@ -455,6 +456,8 @@ std::vector<std::string> ProxyArgs(const Endpoint& proxy, const std::string& rm_
                    absl::StrCat("--virtual_slices=", absl::GetFlag(FLAGS_virtual_slices)),
                    absl::StrCat("--session_idle_timeout=",
                                 absl::FormatDuration(absl::GetFlag(FLAGS_session_idle_timeout))),
+                   absl::StrCat("--client_stall_timeout=",
+                                absl::FormatDuration(absl::GetFlag(FLAGS_client_stall_timeout))),
                    absl::StrCat("--large_transfer_directory=",
                                 absl::GetFlag(FLAGS_large_transfer_directory)),
                    absl::StrCat("--bulk_transfers=", absl::GetFlag(FLAGS_bulk_transfers))}),

@@ -160,6 +160,11 @@ inline constexpr int64_t kHostBufferWindowBytes = int64_t{64} << 20;
 // How long an upload's stream waits for room in its window (for the request naming it
 // to come, or its worker to take bytes): as long as that request waits for the bytes.
 inline constexpr int64_t kUploadRoomWaitMs = 10 * 60 * 1000;
+// An upload whose client sends nothing, or a fetch's lookup whose client reads nothing,
+// for this long ends (--client_stall_timeout): else it holds a server thread and what it
+// staged until its session ends. A client's gRPC threads read and send whatever its
+// Python does, so only a stopped or wedged client waits this long.
+inline constexpr int64_t kClientStallMs = 60 * 1000;
 // Past two launches, the estimated device time a worker lets queue in its plugin while
 // tenants compete: one whose launch arrives waits behind at most about this much of
 // another's work. (A tenant alone has the whole window.)

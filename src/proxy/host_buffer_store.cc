@@ -425,13 +425,36 @@ uint64_t HostBufferStore::AddCall(std::function<void()> end) {
   absl::MutexLock lock(&mutex_);
   if (shutdown_) return 0;
   const uint64_t id = next_call_++;
-  calls_.emplace(id, std::move(end));
+  calls_.emplace(id, Call{std::move(end)});
   return id;
 }
 
 void HostBufferStore::RemoveCall(uint64_t id) {
   absl::MutexLock lock(&mutex_);
   calls_.erase(id);
+}
+
+void HostBufferStore::WaitsOnClient(uint64_t id, absl::Time since) {
+  absl::MutexLock lock(&mutex_);
+  auto it = calls_.find(id);
+  if (it != calls_.end()) it->second.waiting_since = since;
+}
+
+void HostBufferStore::ClientAnswered(uint64_t id) { WaitsOnClient(id, absl::InfiniteFuture()); }
+
+int HostBufferStore::EndStalledCalls(absl::Time now, absl::Duration limit) {
+  absl::MutexLock lock(&mutex_);
+  int ended = 0;
+  for (auto it = calls_.begin(); it != calls_.end();) {
+    if (now - it->second.waiting_since >= limit) {
+      it->second.end();
+      it = calls_.erase(it);
+      ++ended;
+    } else {
+      ++it;
+    }
+  }
+  return ended;
 }
 
 void HostBufferStore::Shutdown() {
@@ -441,7 +464,7 @@ void HostBufferStore::Shutdown() {
     shutdown_ = true;
     buffers.swap(buffers_);
     // Also the uploads a request took out of the store: their calls hold their bytes.
-    for (auto& [id, end] : calls_) end();
+    for (auto& [id, call] : calls_) call.end();
     calls_.clear();
   }
   // Readers waiting on an upload that will not finish now learn so.

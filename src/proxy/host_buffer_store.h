@@ -246,6 +246,14 @@ class HostBufferStore {
   // returns. Returns an id for that; 0 (and `end` is not kept) after `Shutdown`.
   uint64_t AddCall(std::function<void()> end) ABSL_LOCKS_EXCLUDED(mutex_);
   void RemoveCall(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Call `id` waits on its client from `since` (a read of the upload's next chunk, a
+  // write of the fetch's next one), until ClientAnswered. Unknown ids are ignored.
+  void WaitsOnClient(uint64_t id, absl::Time since) ABSL_LOCKS_EXCLUDED(mutex_);
+  void ClientAnswered(uint64_t id) ABSL_LOCKS_EXCLUDED(mutex_);
+  // Ends (`end`, and forgets) the calls that have waited on their client for `limit` or
+  // longer at `now`: a client that neither sends nor reads would otherwise hold a server
+  // thread and the bytes it staged for as long as its session lives. Returns how many.
+  int EndStalledCalls(absl::Time now, absl::Duration limit) ABSL_LOCKS_EXCLUDED(mutex_);
   // Wakes every waiter and ends every call (AddCall); later stores fail.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mutex_);
 
@@ -260,7 +268,11 @@ class HostBufferStore {
   const std::shared_ptr<HostBufferAccount> account_;
   mutable absl::Mutex mutex_;
   std::map<uint64_t, std::shared_ptr<HostBuffer>> buffers_ ABSL_GUARDED_BY(mutex_);
-  std::map<uint64_t, std::function<void()>> calls_ ABSL_GUARDED_BY(mutex_);
+  struct Call {
+    std::function<void()> end;
+    absl::Time waiting_since = absl::InfiniteFuture();  // on its client; or not
+  };
+  std::map<uint64_t, Call> calls_ ABSL_GUARDED_BY(mutex_);
   uint64_t next_call_ ABSL_GUARDED_BY(mutex_) = 1;
   bool shutdown_ ABSL_GUARDED_BY(mutex_) = false;
 };

@@ -154,11 +154,18 @@ IfrtService::IfrtService(Fleet* fleet, IfrtServiceOptions options)
             },
             this));
   }
-  if (options_.session_idle_timeout > absl::ZeroDuration()) {
-    reaper_ = std::thread([this] {
-      NameThisThread("sy-idle-reaper");
-      const absl::Duration period = std::min(absl::Seconds(1), options_.session_idle_timeout / 4);
-      while (!stop_.WaitForNotificationWithTimeout(period)) ReapIdle();
+  const bool reap_idle = options_.session_idle_timeout > absl::ZeroDuration();
+  const bool end_stalled = options_.client_stall_timeout > absl::ZeroDuration();
+  if (reap_idle || end_stalled) {
+    reaper_ = std::thread([this, reap_idle, end_stalled] {
+      NameThisThread("sy-reaper");
+      absl::Duration period = absl::Seconds(1);
+      if (reap_idle) period = std::min(period, options_.session_idle_timeout / 4);
+      if (end_stalled) period = std::min(period, options_.client_stall_timeout / 4);
+      while (!stop_.WaitForNotificationWithTimeout(period)) {
+        if (reap_idle) ReapIdle();
+        if (end_stalled) EndStalledCalls();
+      }
     });
   }
 }
@@ -196,6 +203,25 @@ void IfrtService::ReapIdle() {
                              absl::FormatDuration(absl::Trunc(idle_for, absl::Seconds(1))),
                              "; its slices went back to the pool (--session_idle_timeout=",
                              absl::FormatDuration(options_.session_idle_timeout), ")"));
+  }
+}
+
+void IfrtService::EndStalledCalls() {
+  std::vector<std::pair<uint64_t, std::shared_ptr<proxy::HostBufferStore>>> stores;
+  {
+    absl::MutexLock lock(&mutex_);
+    for (const auto& [id, session] : sessions_) stores.emplace_back(id, session.store);
+  }
+  const absl::Time now = absl::Now();
+  for (const auto& [id, store] : stores) {
+    const int ended = store->EndStalledCalls(now, options_.client_stall_timeout);
+    if (ended > 0) {
+      client_stalls_ += ended;
+      SY_LOG(Warning) << "session " << id << ": ended " << ended
+                      << " host buffer transfer(s) whose client sent or read nothing for "
+                      << absl::FormatDuration(options_.client_stall_timeout)
+                      << " (--client_stall_timeout)";
+    }
   }
 }
 
@@ -415,7 +441,11 @@ grpc::Status IfrtService::ServeStore(grpc::ServerContext* context, SessionStream
   absl::Status received;
   grpc::ByteBuffer chunk;
   int64_t arrived = 0;
-  while (received.ok() && stream->Read(&chunk)) {
+  while (received.ok()) {
+    (*store)->WaitsOnClient(call, absl::Now());
+    const bool more = stream->Read(&chunk);
+    (*store)->ClientAnswered(call);
+    if (!more) break;
     received =
         (*buffer)->WaitRoom(arrived + static_cast<int64_t>(chunk.Length()),
                             absl::Now() + absl::Milliseconds(limits::kUploadRoomWaitMs), cancelled);
@@ -491,9 +521,11 @@ grpc::Status IfrtService::ServeLookup(grpc::ServerContext* context, SessionStrea
     const bool last = offset + n >= std::max<int64_t>(arrived, host.size());
     grpc::WriteOptions options;
     if (last) options.set_last_message();
-    if (!stream->Write(proxy::LookupChunk(*buffer, offset, data->substr(offset, n)), options)) {
-      return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
-    }
+    (*store)->WaitsOnClient(call, absl::Now());
+    const bool written =
+        stream->Write(proxy::LookupChunk(*buffer, offset, data->substr(offset, n)), options);
+    (*store)->ClientAnswered(call);
+    if (!written) return grpc::Status(grpc::StatusCode::CANCELLED, "client went away");
     CountCopied(n);  // the kernel's
     client_bytes_out_ += n;
     offset += n;

@@ -20,6 +20,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/bulk_server.h"
+#include "common/limits.h"
 #include "common/machine_memory.h"
 #include "common/slice_shape.h"
 #include "ifrt/grpc_ifrt_service.grpc.pb.h"
@@ -46,6 +47,9 @@ struct IfrtServiceOptions {
   // A session holding leased slices that has nothing in flight and sends no request for
   // this long loses them (SliceLease::Lose) and then ends; zero: never.
   absl::Duration session_idle_timeout = absl::ZeroDuration();
+  // An upload or a fetch's lookup waiting this long on its client ends (CANCELLED, its
+  // bytes let go; HostBufferStore::EndStalledCalls); zero: never.
+  absl::Duration client_stall_timeout = absl::Milliseconds(limits::kClientStallMs);
   // Where clients on this host may leave large host buffers for the proxy to take
   // (proxy/large_transfer.h); empty: they may not.
   std::string large_transfer_directory;
@@ -125,6 +129,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   // passes through the proxy (checkpoints written by the workers add nothing).
   int64_t client_bytes_in() const { return client_bytes_in_.load(); }
   int64_t client_bytes_out() const { return client_bytes_out_.load(); }
+  // Uploads and fetches ended for a client that stalled (--client_stall_timeout).
+  int64_t client_stalls() const { return client_stalls_.load(); }
   int64_t sessions_opened() const { return sessions_opened_.load(); }
   int64_t sessions_ended() const { return sessions_ended_.load(); }
   int64_t sessions_refused() const { return sessions_refused_.load(); }
@@ -152,6 +158,8 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   };
   // Takes the slices back from sessions idle past --session_idle_timeout.
   void ReapIdle() ABSL_LOCKS_EXCLUDED(mutex_);
+  // Ends the host buffer transfers stalled on their client (--client_stall_timeout).
+  void EndStalledCalls() ABSL_LOCKS_EXCLUDED(mutex_);
   void WaitForSlicesInView(const std::set<int>& slices) const;
 
   Fleet* fleet_;
@@ -163,6 +171,7 @@ class IfrtService final : public ::xla::ifrt::proxy::GrpcIfrtService::Service {
   std::atomic<int64_t> requests_{0};
   std::atomic<int64_t> client_bytes_in_{0};
   std::atomic<int64_t> client_bytes_out_{0};
+  std::atomic<int64_t> client_stalls_{0};
   std::atomic<int64_t> sessions_opened_{0};
   std::atomic<int64_t> sessions_ended_{0};    // of those opened
   std::atomic<int64_t> sessions_refused_{0};  // no valid token (also asked before a session)

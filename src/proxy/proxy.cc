@@ -115,6 +115,10 @@ class ProxyServerImpl final : public ProxyServer {
                    "Requests waiting for an upload to begin, and readers "
                    "waiting for an upload's bytes still on their way.",
                    CurrentHostBufferWaits().bytes_to_arrive, "kind=\"bytes_to_arrive\"")
+              .Add("switchyard_proxy_client_stalls_total", "counter",
+                   "Uploads and fetches of host buffers ended because their client "
+                   "sent or read nothing for --client_stall_timeout.",
+                   service_->client_stalls())
               .Add("switchyard_proxy_host_buffer_bytes_max", "gauge",
                    "The most bytes all sessions may stage on the proxy "
                    "(--proxy_max_host_buffer_bytes; 0: no bound).",
@@ -197,6 +201,7 @@ absl::StatusOr<std::unique_ptr<ProxyServer>> ProxyServer::Start(const ProxyOptio
   SY_ASSIGN_OR_RETURN(service_options.virtual_slices,
                       ParseSliceShapes(options.virtual_slices, "--virtual_slices"));
   service_options.session_idle_timeout = options.session_idle_timeout;
+  service_options.client_stall_timeout = options.client_stall_timeout;
   if (!options.large_transfer_directory.empty()) {
     std::error_code error;
     if (!std::filesystem::is_directory(options.large_transfer_directory, error)) {

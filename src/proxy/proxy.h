@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/limits.h"
 
 namespace switchyard::proxy {
 
@@ -43,6 +44,8 @@ struct ProxyOptions {
   // long loses its slices (its next request gets UNAVAILABLE with the reason) and
   // ends; zero: never.
   absl::Duration session_idle_timeout = absl::ZeroDuration();
+  // See IfrtServiceOptions.
+  absl::Duration client_stall_timeout = absl::Milliseconds(limits::kClientStallMs);
   // Where gs:// and s3:// buckets are mounted, for profiles written where asked.
   std::string storage_mount_root;
   // See IfrtServiceOptions; must be a directory when set.

@@ -506,6 +506,56 @@ def test_a_session_that_ends_while_its_fetch_is_not_read_lets_go_of_it(cluster):
         chunks.cancel()
 
 
+def test_an_upload_or_fetch_whose_client_goes_silent_ends_and_the_session_goes_on():
+    # A client that neither sends the rest of its upload nor reads its fetch, its session
+    # alive, held a proxy thread and the bytes staged until the session ended. Past
+    # --client_stall_timeout each call ends (CANCELLED), the bytes go, the session lives.
+    with switchyard.LocalCluster(workers=1, devices_per_worker=1, metrics=True,
+                                 flags=("--client_stall_timeout=2s",)) as c:
+        url = c.metrics["proxy"]
+        stalls = "switchyard_proxy_client_stalls_total"
+        staged = "switchyard_proxy_host_buffer_bytes"
+        ch = channel(c.target)
+        session = RawSession(ch)
+        session_id = session.request(init_request=s.InitRequest()).init_response.session_id
+
+        upload = OpenUpload(ch, session_id, 50, 12 << 20, timeout=60)
+        upload.send(b"\1" * (5 << 20))  # then nothing more
+        wait_until(lambda: upload.code is not None, timeout=30, what="the silent upload ended",
+                   interval=0.05)
+        assert upload.code == grpc.StatusCode.CANCELLED
+        assert metric_at(url, stalls) == 1
+        wait_until(lambda: metric_at(url, staged) == 0, timeout=10,
+                   what="the upload's bytes let go", interval=0.05)
+
+        size = 24 << 20
+        upload = OpenUpload(ch, session_id, 51, size)
+        for _ in range(size >> 22):
+            upload.send(b"\1" * (4 << 20))
+        assert upload.end() is None
+        send_u8_array(session, op_id=100, handle=51, size=size)
+        assert status(session.next_response()) == OK
+        fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+            host_buffer_handle=52, array_handle=51))
+        assert status(fetched) == OK, fetched
+        chunks = host_buffer_lookup(ch)(
+            g.GrpcHostBufferLookupRequest(session_id=session_id, handle=52), timeout=60)
+        assert len(next(chunks).data) > 0  # then the client reads no more
+        try:
+            wait_until(lambda: metric_at(url, stalls) == 2, timeout=30,
+                       what="the unread fetch ended", interval=0.05)
+            with pytest.raises(grpc.RpcError) as ended:
+                for _ in chunks:
+                    pass
+            assert ended.value.code() == grpc.StatusCode.CANCELLED, ended.value
+        finally:
+            chunks.cancel()
+        assert metric_at(url, "switchyard_proxy_sessions") == 1
+        assert status(session.request(get_default_device_assignment_request=(
+            s.GetDefaultDeviceAssignmentRequest(num_replicas=1, num_partitions=1)))) == OK
+        session.close()
+
+
 QUEUE_AND_DIE = """
 import numpy as np, jax, switchyard
 switchyard.initialize()

@@ -150,6 +150,30 @@ TEST(HostBufferStoreTest, ShutdownEndsTheCallsStillOpen) {
   EXPECT_EQ(ended, std::vector<int>{1});
 }
 
+TEST(HostBufferStoreTest, CallsWaitingOnTheirClientTooLongAreEnded) {
+  HostBufferStore store;
+  std::vector<int> ended;
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  const absl::Duration limit = absl::Seconds(60);
+  const uint64_t stalled = store.AddCall([&] { ended.push_back(1); });
+  const uint64_t answered = store.AddCall([&] { ended.push_back(2); });
+  const uint64_t busy = store.AddCall([&] { ended.push_back(3); });  // waits on no client
+  store.WaitsOnClient(stalled, t0);
+  store.WaitsOnClient(answered, t0);
+  store.ClientAnswered(answered);
+  store.WaitsOnClient(answered, t0 + absl::Seconds(30));  // its next chunk
+  EXPECT_EQ(store.EndStalledCalls(t0 + limit - absl::Milliseconds(1), limit), 0);
+  EXPECT_EQ(store.EndStalledCalls(t0 + limit, limit), 1);
+  EXPECT_EQ(ended, std::vector<int>{1});
+  // Ended once: forgotten, so neither a later check nor the session's end ends it again.
+  store.WaitsOnClient(stalled, t0);  // ignored: unknown now
+  store.RemoveCall(stalled);
+  EXPECT_EQ(store.EndStalledCalls(t0 + absl::Hours(1), limit), 1);  // `answered`
+  store.Shutdown();
+  EXPECT_EQ(ended, (std::vector<int>{1, 2, 3}));
+  (void)busy;
+}
+
 TEST(HostBufferStoreTest, ABufferInOnePieceIsVisibleAtOnceAndReadWhenFilled) {
   HostBufferStore store;
   auto expected = store.Expect(7, 3);
