@@ -524,7 +524,8 @@ def test_an_upload_or_fetch_whose_client_goes_silent_ends_and_the_session_goes_o
         wait_until(lambda: upload.code is not None, timeout=30, what="the silent upload ended",
                    interval=0.05)
         assert upload.code == grpc.StatusCode.CANCELLED
-        assert metric_at(url, stalls) == 1
+        wait_until(lambda: metric_at(url, stalls) == 1, timeout=10, what="the stall counted",
+                   interval=0.05)
         wait_until(lambda: metric_at(url, staged) == 0, timeout=10,
                    what="the upload's bytes let go", interval=0.05)
 
