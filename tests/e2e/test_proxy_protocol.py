@@ -111,6 +111,25 @@ def half_sent_array(cluster, handle, op_id):
     return session, upload, before
 
 
+def half_read_fetch(ch, session, session_id, handle, timeout):
+    """Uploads a 24 MiB array (`handle`), fetches it into host buffer `handle` + 1 and
+    reads the first chunk of its lookup, then no more: the lookup's call (to cancel)."""
+    size = 24 << 20
+    upload = OpenUpload(ch, session_id, handle, size)
+    for _ in range(size >> 22):
+        upload.send(b"\1" * (4 << 20))
+    assert upload.end() is None
+    send_u8_array(session, op_id=100, handle=handle, size=size)
+    assert status(session.next_response()) == OK
+    fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
+        host_buffer_handle=handle + 1, array_handle=handle))
+    assert status(fetched) == OK, fetched
+    chunks = host_buffer_lookup(ch)(
+        g.GrpcHostBufferLookupRequest(session_id=session_id, handle=handle + 1), timeout=timeout)
+    assert len(next(chunks).data) > 0
+    return chunks
+
+
 def send_u8_array(session, op_id, handle, size):
     """MakeArrayFromHostBuffer of `size` bytes on device 0, not waiting for its response."""
     session.send_bytes(s.IfrtRequest(
@@ -478,19 +497,7 @@ def test_a_session_that_ends_while_its_fetch_is_not_read_lets_go_of_it(cluster):
     ch = channel(cluster.target)
     session = RawSession(ch)
     session_id = session.request(init_request=s.InitRequest()).init_response.session_id
-    size = 24 << 20
-    upload = OpenUpload(ch, session_id, 46, size)
-    for _ in range(size >> 22):
-        upload.send(b"\1" * (4 << 20))
-    assert upload.end() is None
-    send_u8_array(session, op_id=100, handle=46, size=size)
-    assert status(session.next_response()) == OK
-    fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
-        host_buffer_handle=47, array_handle=46))
-    assert status(fetched) == OK, fetched
-    chunks = host_buffer_lookup(ch)(
-        g.GrpcHostBufferLookupRequest(session_id=session_id, handle=47), timeout=300)
-    assert len(next(chunks).data) > 0  # then the client reads no more
+    chunks = half_read_fetch(ch, session, session_id, handle=46, timeout=300)
     url = cluster.metrics["proxy"]
     session.cancel()
     try:
@@ -529,19 +536,7 @@ def test_an_upload_or_fetch_whose_client_goes_silent_ends_and_the_session_goes_o
         wait_until(lambda: metric_at(url, staged) == 0, timeout=10,
                    what="the upload's bytes let go", interval=0.05)
 
-        size = 24 << 20
-        upload = OpenUpload(ch, session_id, 51, size)
-        for _ in range(size >> 22):
-            upload.send(b"\1" * (4 << 20))
-        assert upload.end() is None
-        send_u8_array(session, op_id=100, handle=51, size=size)
-        assert status(session.next_response()) == OK
-        fetched = session.request(copy_to_host_buffer_request=s.CopyToHostBufferRequest(
-            host_buffer_handle=52, array_handle=51))
-        assert status(fetched) == OK, fetched
-        chunks = host_buffer_lookup(ch)(
-            g.GrpcHostBufferLookupRequest(session_id=session_id, handle=52), timeout=60)
-        assert len(next(chunks).data) > 0  # then the client reads no more
+        chunks = half_read_fetch(ch, session, session_id, handle=51, timeout=60)
         try:
             wait_until(lambda: metric_at(url, stalls) == 2, timeout=30,
                        what="the unread fetch ended", interval=0.05)
