@@ -53,8 +53,9 @@ def test_rounds_of_many_small_arrays_give_their_memory_back():
             # round before, and never gave it back).
             proxy_now = settles_below(proxy, proxy_idle + 32 * MIB)
             assert proxy_now <= proxy_idle + 32 * MIB, (round_, proxy_idle, proxy_now)
-            # The worker keeps what its first session left (compiled programs, the
-            # plugin's pools), and no more after each further round.
+            # The worker keeps what its first session left (the plugin's compiler paged
+            # in, and heap its compile left: bench/worker_memory.py), and no more after
+            # each further round.
             if worker_after_first is None:
                 worker_after_first = settles_below(worker, 0, timeout_s=15)
                 continue
@@ -76,7 +77,7 @@ switchyard.shutdown()
 def test_a_session_that_compiles_and_makes_few_arrays_gives_the_compile_heap_back():
     # Compiling this program took the worker ~500 MiB of heap that it freed but kept
     # resident: the session deleted too few buffers (501) to call for a trim. A compile
-    # now counts as enough; what stays is the plugin's first-use state (~100 MiB here).
+    # now counts as enough; what stays is the plugin's first-compile state (~100 MiB here).
     with switchyard.LocalCluster(workers=1, devices_per_worker=1) as cluster:
         env = {**os.environ, **cluster.env()}
         worker = cluster.child_pid("worker", 0)
@@ -122,7 +123,7 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
         if plane == "bulk":
             # And both give it back: what they kept for reuse (1 GiB on the worker) is
             # unmapped once unused for limits::kHostBytesKeptIdleMs (30 s). The worker
-            # keeps the session's compiled programs and its plugin's pools (~60 MiB).
+            # keeps what its plugin's first compile left (~60 MiB here).
             after = settles_below(proxy, idle + 64 * MIB, timeout_s=60)
             assert after <= idle + 64 * MIB, (idle // MIB, after // MIB)
             worker_after = settles_below(worker, worker_idle + 128 * MIB, timeout_s=60)
