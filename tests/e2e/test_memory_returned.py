@@ -90,6 +90,14 @@ def test_a_session_that_compiles_and_makes_few_arrays_gives_the_compile_heap_bac
         assert now <= bound, (idle // MIB, now // MIB)
 
 
+WARM_UP = """
+import numpy as np, jax, switchyard
+switchyard.initialize()
+jax.block_until_ready(jax.jit(lambda x: x + 1)(jax.device_put(np.ones(1, np.float32))))
+print("WARM", flush=True)
+switchyard.shutdown()
+"""
+
 UPLOADER = """
 import numpy as np, jax, jax.numpy as jnp, switchyard
 switchyard.initialize()
@@ -115,20 +123,27 @@ def test_an_upload_and_a_fetch_pass_through_the_proxy_in_a_window(plane):
     flags = () if plane == "bulk" else ("--bulk_transfers=false",)
     with switchyard.LocalCluster(workers=1, devices_per_worker=1, flags=flags) as cluster:
         proxy, worker = cluster.child_pid("proxy"), cluster.child_pid("worker")
-        idle, worker_idle = rss(proxy), rss(worker)
+        idle = rss(proxy)
+        # The worker's idle is taken once its plugin has compiled (a trivial program): the
+        # compiler's code and first-use state stay for the worker's life
+        # (bench/worker_memory.py), and are no transfer's.
+        client_prints(cluster, WARM_UP, "WARM")
+        worker_idle = settles_below(worker, 0, timeout_s=5)
         reset_peak_rss(proxy)  # the peak starts again from now
         client_prints(cluster, UPLOADER.replace("SIZE", str(size)), "MOVED", timeout=600)
         peak = peak_rss(proxy)
         assert peak <= idle + 512 * MIB, (plane, idle // MIB, peak // MIB)
         if plane == "bulk":
-            # And both give it back: what they kept for reuse (1 GiB on the worker) is
-            # unmapped once unused for limits::kHostBytesKeptIdleMs (30 s). The worker
-            # keeps what its plugin's first compile left (~60 MiB here).
+            # And both give it back to within 64 MiB (issue 34's goal): what they kept
+            # for reuse (1 GiB on the worker) is unmapped once unused for
+            # limits::kHostBytesKeptIdleMs (30 s).
             after = settles_below(proxy, idle + 64 * MIB, timeout_s=60)
             assert after <= idle + 64 * MIB, (idle // MIB, after // MIB)
-            worker_after = settles_below(worker, worker_idle + 128 * MIB, timeout_s=60)
-            assert worker_after <= worker_idle + 128 * MIB, (worker_idle // MIB,
-                                                             worker_after // MIB)
+            worker_after = settles_below(worker, worker_idle + 64 * MIB, timeout_s=60)
+            print(f"RSS MiB: proxy {idle // MIB} -> {after // MIB},"
+                  f" worker {worker_idle // MIB} -> {worker_after // MIB}")
+            assert worker_after <= worker_idle + 64 * MIB, (worker_idle // MIB,
+                                                            worker_after // MIB)
 
 
 CHARGED = """
