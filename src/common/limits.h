@@ -157,6 +157,11 @@ inline constexpr int64_t kBufferRoomWaitMs = 1000;
 // the client took. Its memory per transfer is this window, not the transfer (an 8 GiB
 // device_put held 8 GiB). Several bulk chunks, so the two hops overlap.
 inline constexpr int64_t kHostBufferWindowBytes = int64_t{64} << 20;
+// Until its reader comes (the request naming an upload, the client's lookup of a
+// fetch), a transfer is read only this far ahead, and charged only this: a session
+// serves the puts of a split array's shards one at a time while jax sends them all at
+// once, so the shards waiting their turn hold this each, not a whole window.
+inline constexpr int64_t kHostBufferUnreadWindowBytes = int64_t{8} << 20;
 // How long an upload's stream waits for room in its window (for the request naming it
 // to come, or its worker to take bytes): as long as that request waits for the bytes.
 inline constexpr int64_t kUploadRoomWaitMs = 10 * 60 * 1000;

@@ -168,7 +168,10 @@ absl::Status HostBuffer::Completion() const {
 
 void HostBuffer::SetWindow(int64_t window) {
   absl::MutexLock lock(&mutex_);
-  if (arrived_ == 0 && !finished_ && bytes_ != nullptr && window < size_) window_ = window;
+  if (arrived_ == 0 && !finished_ && bytes_ != nullptr && window < size_) {
+    reader_window_ = window;
+    window_ = std::min(window, limits::kHostBufferUnreadWindowBytes);
+  }
 }
 
 absl::Status HostBuffer::WaitRoom(int64_t end, absl::Time deadline, const CancelledFn& cancelled) {
@@ -204,6 +207,13 @@ bool HostBuffer::TakeReader() const {
   if (!windowed()) return true;
   if (reader_taken_) return false;
   reader_taken_ = true;
+  // The whole window once its bounds have room for it; else the writer goes on in the
+  // unread window, slower but within them.
+  const int64_t more = reader_window_ - window_;
+  if (more > 0 && (account_ == nullptr || account_->Take(more).ok())) {
+    if (account_ != nullptr) charged_ += more;
+    window_ = reader_window_;
+  }
   return true;
 }
 
@@ -354,7 +364,9 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t hand
     absl::MutexLock lock(&mutex_);
     SY_RETURN_IF_ERROR(CheckNewLocked(handle));
   }
-  const int64_t charge = window > 0 && window < size ? window : size;
+  const bool windowed = window > 0 && window < size;
+  // A windowed one is charged its unread window now, the rest when its reader comes.
+  const int64_t charge = windowed ? std::min(window, limits::kHostBufferUnreadWindowBytes) : size;
   SY_RETURN_IF_ERROR(account_->Take(charge));
   absl::StatusOr<std::unique_ptr<HostBytes>> space = HostBytes::Allocate(size);
   if (!space.ok()) {
@@ -363,7 +375,7 @@ absl::StatusOr<std::shared_ptr<HostBuffer>> HostBufferStore::Begin(uint64_t hand
   }
   auto buffer = std::make_shared<HostBuffer>(*std::move(space));
   buffer->Charge(account_, charge);  // given back when the buffer goes
-  if (charge < size) buffer->SetWindow(window);
+  if (windowed) buffer->SetWindow(window);
   SY_RETURN_IF_ERROR(Add(handle, buffer));
   return buffer;
 }

@@ -101,6 +101,7 @@ class HostBuffer {
   bool dropped_any() const ABSL_LOCKS_EXCLUDED(mutex_);
   // Makes the caller the one streaming reader of a windowed buffer: false when another
   // reader took it first. True for a buffer without a window (any number may read).
+  // The window widens from the unread one to its own when its account has room.
   bool TakeReader() const ABSL_LOCKS_EXCLUDED(mutex_);
   // No reader is left: with the window open, what still arrives is dropped.
   void Consumed() const ABSL_LOCKS_EXCLUDED(mutex_);
@@ -111,10 +112,11 @@ class HostBuffer {
   // A window (an upload larger than `window`; set before its first byte): the writer
   // keeps at most `window` bytes ahead of what its one streaming reader passed on
   // (`Sent`), whose pages are given back, so the proxy holds a window of the upload,
-  // not all of it. The window closes for good (the writer goes on unbounded) once a
-  // reader asks with `WaitFor`, which needs the whole buffer (strided, or cut into
-  // shards), and opens wide (what still arrives is dropped) once `Consumed` says no
-  // reader is left.
+  // not all of it; until that reader comes (`TakeReader`), at most
+  // limits::kHostBufferUnreadWindowBytes. The window closes for good (the writer goes
+  // on unbounded) once a reader asks with `WaitFor`, which needs the whole buffer
+  // (strided, or cut into shards), and opens wide (what still arrives is dropped) once
+  // `Consumed` says no reader is left.
   void SetWindow(int64_t window) ABSL_LOCKS_EXCLUDED(mutex_);
   // Charges `bytes` of it to `account` now (set once, before any reader), the rest of
   // its size once its window closes (or, sized by its fill, at `Fill`); all given back
@@ -137,8 +139,10 @@ class HostBuffer {
   int64_t arrived_ ABSL_GUARDED_BY(mutex_) = 0;
   bool finished_ ABSL_GUARDED_BY(mutex_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mutex_);
-  // The window (see SetWindow); readers change it, hence mutable.
-  int64_t window_ ABSL_GUARDED_BY(mutex_) = 0;
+  // The window (see SetWindow) now, and once its reader came; readers change it, hence
+  // mutable.
+  mutable int64_t window_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t reader_window_ ABSL_GUARDED_BY(mutex_) = 0;
   mutable bool whole_ ABSL_GUARDED_BY(mutex_) = false;
   mutable bool consumed_ ABSL_GUARDED_BY(mutex_) = false;
   mutable std::map<int64_t, int64_t> sent_
@@ -217,10 +221,10 @@ class HostBufferStore {
   HostBufferStore& operator=(const HostBufferStore&) = delete;
 
   // An upload of `size` bytes about to arrive; visible to `Lookup` at once. With a
-  // `window` (HostBuffer::SetWindow; 0: none) only the window is charged until a
-  // reader needs the buffer whole. ALREADY_EXISTS for a handle in use;
-  // FAILED_PRECONDITION after `Shutdown`; RESOURCE_EXHAUSTED past a bound (all three
-  // for `Expect` too).
+  // `window` (HostBuffer::SetWindow; 0: none) only the window is charged (its unread
+  // one until its streaming reader comes) until a reader needs the buffer whole.
+  // ALREADY_EXISTS for a handle in use; FAILED_PRECONDITION after `Shutdown`;
+  // RESOURCE_EXHAUSTED past a bound (all three for `Expect` too).
   absl::StatusOr<std::shared_ptr<HostBuffer>> Begin(uint64_t handle, int64_t size,
                                                     int64_t window = 0) ABSL_LOCKS_EXCLUDED(mutex_);
   // A buffer of `size` bytes to come in one piece (`HostBuffer::Fill`); visible to

@@ -191,3 +191,28 @@ def test_an_upload_larger_than_the_session_bound_streams_and_only_a_whole_one_is
     with switchyard.LocalCluster(workers=1, devices_per_worker=2, flags=flags) as cluster:
         client_prints(cluster, CHARGED.replace("SIZE", str(bound + 128 * MIB)), "STREAMED",
                       "SPLIT STREAMED", "REPLICATED STREAMED", "REFUSED WHOLE", "GOES ON")
+
+
+SHARDS_AT_ONCE = """
+import numpy as np, jax, jax.numpy as jnp, switchyard
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+switchyard.initialize()
+a = np.arange(8 * PER, dtype=np.uint8)
+split = NamedSharding(Mesh(np.array(jax.devices()[:8]), ("d",)), PartitionSpec("d"))
+y = jax.device_put(a, split)
+for i, shard in enumerate(sorted(y.addressable_shards, key=lambda s: s.index[0].start)):
+    assert np.array_equal(np.asarray(shard.data)[:: 1 << 16], a[i * PER:(i + 1) * PER:1 << 16])
+print("EIGHT PUT", flush=True)
+switchyard.shutdown()
+"""
+
+
+def test_the_shards_of_a_split_upload_wait_their_turn_in_a_small_window():
+    """jax sends the 8 shards of a split device_put at once, and the session puts them one
+    at a time: those waiting their turn are read (and charged) only 8 MiB ahead, so eight
+    80 MiB shards pass a 192 MiB session bound (at a whole 64 MiB window each they would
+    need 8 x 64: the fourth was refused)."""
+    shard = 80 * MIB
+    flags = (f"--session_max_host_buffer_bytes={192 * MIB}",)
+    with switchyard.LocalCluster(workers=1, devices_per_worker=8, flags=flags) as cluster:
+        client_prints(cluster, SHARDS_AT_ONCE.replace("PER", str(shard)), "EIGHT PUT")

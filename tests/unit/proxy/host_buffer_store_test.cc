@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/limits.h"
 #include "gtest/gtest.h"
 
 namespace switchyard::proxy {
@@ -422,6 +423,41 @@ TEST(HostBufferWindowTest, AWindowedUploadIsChargedItsWindowUntilReadWhole) {
   EXPECT_EQ(budget->held(), 16 * kMiB);
   first.reset();
   EXPECT_EQ(budget->held(), 0);
+  EXPECT_EQ(store.bytes(), 0);
+}
+
+TEST(HostBufferWindowTest, AnUploadWaitingForItsReaderHoldsOnlyTheUnreadWindow) {
+  constexpr int64_t kUnread = limits::kHostBufferUnreadWindowBytes;
+  constexpr int64_t kWindow = 4 * kUnread;
+  // Room for one whole window and three unread ones: the shards of a split array that
+  // jax sends at once, read one at a time.
+  HostBufferStore store(/*max_bytes=*/kWindow + 3 * kUnread);
+  std::vector<std::shared_ptr<HostBuffer>> shards;
+  for (uint64_t handle = 1; handle <= 4; ++handle) {
+    auto shard = store.Begin(handle, 4 * kWindow, kWindow);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    shards.push_back(*shard);
+  }
+  EXPECT_EQ(store.bytes(), 4 * kUnread);
+  // Unread, a writer stops at the unread window.
+  const int64_t unread_chunks = kUnread / kMiB;
+  ASSERT_TRUE(WriteChunks(*shards[0], 0, unread_chunks, 'a').ok());
+  EXPECT_EQ(WriteChunks(*shards[0], unread_chunks, 1, 'a', absl::Milliseconds(50)).code(),
+            absl::StatusCode::kNotFound);
+  // Its reader widens it to the whole window, charged now.
+  ASSERT_TRUE(shards[0]->TakeReader());
+  EXPECT_EQ(store.bytes(), kWindow + 3 * kUnread);
+  EXPECT_TRUE(WriteChunks(*shards[0], unread_chunks, kWindow / kMiB - unread_chunks, 'a').ok());
+  EXPECT_EQ(store.bytes(), kWindow + 3 * kUnread);
+  // Without room in the bound, a second reader streams on in the unread window: slower,
+  // never refused.
+  ASSERT_TRUE(shards[1]->TakeReader());
+  EXPECT_EQ(store.bytes(), kWindow + 3 * kUnread);
+  ASSERT_TRUE(WriteChunks(*shards[1], 0, unread_chunks, 'b').ok());
+  EXPECT_EQ(WriteChunks(*shards[1], unread_chunks, 1, 'b', absl::Milliseconds(50)).code(),
+            absl::StatusCode::kNotFound);
+  shards.clear();
+  for (uint64_t handle = 1; handle <= 4; ++handle) ASSERT_TRUE(store.Delete(handle).ok());
   EXPECT_EQ(store.bytes(), 0);
 }
 
