@@ -21,6 +21,7 @@ import sys
 import time
 
 import switchyard
+from procs import rss, settled
 
 MIB = 1 << 20
 
@@ -41,22 +42,6 @@ except Exception as e:
 held.clear()
 switchyard.shutdown()
 """
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def settled(pid: int, seconds: float = 60, still_s: float = 10) -> int:
-    """The RSS once it has not fallen for `still_s` (at most `seconds`)."""
-    deadline = time.monotonic() + seconds
-    low, since = rss(pid), time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - since < still_s:
-        time.sleep(0.5)
-        if (now := rss(pid)) < low - MIB:
-            low, since = now, time.monotonic()
-    return min(low, rss(pid))
 
 
 def main() -> int:

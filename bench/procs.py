@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import pathlib
 import subprocess
+import time
 from collections.abc import Iterator
 
 
@@ -24,3 +25,19 @@ def cpu_seconds_of(stat_path: str | pathlib.Path) -> float:
     """User + system CPU seconds from a /proc stat file (a process's or a thread's)."""
     fields = pathlib.Path(stat_path).read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def settled(pid: int, seconds: float = 60, still_s: float = 10) -> int:
+    """The RSS once it has not fallen by a MiB for `still_s` (at most `seconds`)."""
+    deadline = time.monotonic() + seconds
+    low, since = rss(pid), time.monotonic()
+    while time.monotonic() < deadline and time.monotonic() - since < still_s:
+        time.sleep(0.5)
+        if (now := rss(pid)) < low - (1 << 20):
+            low, since = now, time.monotonic()
+    return min(low, rss(pid))

@@ -24,6 +24,7 @@ import sys
 import time
 
 import switchyard
+from procs import settled
 
 MIB = 1 << 20
 
@@ -44,22 +45,6 @@ jax.block_until_ready(jax.jit(lambda v: [v + i for i in range(500)])(x))
 switchyard.shutdown()
 print("DONE", flush=True)
 """
-
-
-def rss(pid: int) -> int:
-    with open(f"/proc/{pid}/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def settled(pid: int, seconds: float = 45, still_s: float = 8) -> int:
-    """The RSS once it has not fallen for `still_s` (at most `seconds`)."""
-    deadline = time.monotonic() + seconds
-    low, since = rss(pid), time.monotonic()
-    while time.monotonic() < deadline and time.monotonic() - since < still_s:
-        time.sleep(0.5)
-        if (now := rss(pid)) < low - MIB:
-            low, since = now, time.monotonic()
-    return min(low, rss(pid))
 
 
 def allocators() -> list[tuple[str, dict[str, str]]]:
@@ -91,12 +76,12 @@ def measure(extra_env: dict[str, str]) -> dict[str, float]:
         for k in extra_env:
             env.pop(k, None)
         worker = cluster.child_pid("worker", 0)
-        row = {"idle": settled(worker) / MIB}
+        row = {"idle": settled(worker, seconds=45, still_s=8) / MIB}
         for name, source in (("trivial", TRIVIAL), ("large 1", LARGE), ("large 2", LARGE)):
             out = subprocess.run([sys.executable, "-c", source], env=env, capture_output=True,
                                  text=True, timeout=600)
             assert "DONE" in out.stdout, out.stderr[-3000:]
-            row[name] = settled(worker) / MIB
+            row[name] = settled(worker, seconds=45, still_s=8) / MIB
         return row
     finally:
         cluster.__exit__(None, None, None)
